@@ -1,0 +1,1 @@
+"""The kubeflow.org/v1 job API: kinds, models, defaulting, validation and CRD generation."""

@@ -1,0 +1,70 @@
+"""Small builders for jobs and AdmissionReviews, so tests state only what they are about."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+from api.kinds import kind_info
+
+Json = dict[str, Any]
+
+
+def container(name: str, image: str = "busybox:1.36", **extra: Any) -> Json:
+    return {"name": name, "image": image, **extra}
+
+
+def replica(
+    kind: str, replicas: int | None = 1, containers: list[Json] | None = None, **extra: Any
+) -> Json:
+    """A replica spec whose pod runs the kind's default container unless `containers` says otherwise."""
+    spec: Json = {"template": {"spec": {"containers": containers or [container(kind_info(kind).default_container)]}}}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    spec.update(extra)
+    return spec
+
+
+def job(kind: str, name: str = "job", namespace: str = "default", **types: Json | int) -> Json:
+    """`job("PyTorchJob", Master=1, Worker=2)`: ints become default replica specs of that size."""
+    info = kind_info(kind)
+    specs = {t: replica(kind, v) if isinstance(v, int) else copy.deepcopy(v) for t, v in types.items()}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+        "spec": {info.replica_field: specs},
+    }
+
+
+def with_spec(obj: Json, **fields: Any) -> Json:
+    out = copy.deepcopy(obj)
+    out["spec"].update(fields)
+    return out
+
+
+def with_run_policy(obj: Json, **fields: Any) -> Json:
+    out = copy.deepcopy(obj)
+    out["spec"].setdefault("runPolicy", {}).update(fields)
+    return out
+
+
+def admission_review(obj: Json, operation: str = "CREATE", old: Json | None = None) -> Json:
+    info = kind_info(obj["kind"])
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "kubeflow.org", "version": "v1", "kind": info.kind},
+            "resource": {"group": "kubeflow.org", "version": "v1", "resource": info.plural},
+            "name": obj.get("metadata", {}).get("name"),
+            "namespace": obj.get("metadata", {}).get("namespace"),
+            "operation": operation,
+            "userInfo": {"username": "tester"},
+            "object": obj,
+            "oldObject": old,
+            "dryRun": False,
+        },
+    }

@@ -1,0 +1,30 @@
+"""`trainop`: one entry point; each subcommand lives with the code it drives."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+# name -> (module, help); modules define `add_arguments(parser)` and `run(args) -> int`.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("local.cli", "run a job on this machine, each pod as a local process"),
+    "crds": ("api.crds", "print or regenerate the CustomResourceDefinitions"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trainop", description="Kubeflow v1 training jobs, on a cluster or here.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    runners: dict[str, Callable[[argparse.Namespace], int]] = {}
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = import_module(module_name)
+        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+        runners[name] = module.run
+    args = parser.parse_args(argv)
+    return runners[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
