@@ -1,0 +1,130 @@
+"""flask app serving Metacontroller's sync and finalize hooks; it only parses, calls `sync` and serialises."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask, Response, request
+
+from hooks.kubeapi import Deleter, default_deleter
+from hooks.request import BadRequest, parse
+from hooks.settings import Settings
+from hooks.sync import sync
+
+log = logging.getLogger("trainop.hooks")
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
+# How soon to retry a TTL deletion that failed (e.g. the API was briefly unreachable).
+DELETE_RETRY_SECONDS = 5.0
+
+try:
+    import orjson
+
+    def _dumps(obj: Any) -> bytes:
+        return orjson.dumps(obj)
+except ImportError:  # pragma: no cover - orjson is a dependency; this keeps the app importable without it
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(_dumps(obj), status=status, mimetype="application/json")
+
+
+def create_app(
+    settings: Settings | None = None,
+    deleter: Deleter | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Flask:
+    settings = settings or Settings.from_env()
+    app = Flask("trainop-hooks")
+    app.config["MAX_CONTENT_LENGTH"] = int(os.environ.get("TRAINOP_HOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY))
+
+    def handle(finalizing_route: bool) -> Response:
+        started = time.perf_counter()
+        try:
+            body = json.loads(request.get_data(cache=False))
+            hook = parse(body)
+        except (ValueError, BadRequest) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "empty body"
+            prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
+            return _json({"error": prefix + reason}, 400)
+        parent = hook.parent
+        if finalizing_route or hook.finalizing:
+            observed = any(hook.children.get(k) for k in hook.children)
+            response: dict[str, Any] = {"status": parent.get("status") or {}, "children": [], "finalized": not observed}
+        else:
+            result = sync(parent, hook.children, settings, clock())
+            response = result.response()
+            if result.delete_parent:
+                response["resyncAfterSeconds"] = _delete(parent)
+        meta = parent["metadata"]
+        log.info(
+            json.dumps(
+                {
+                    "path": request.path,
+                    "kind": parent["kind"],
+                    "namespace": meta.get("namespace"),
+                    "name": meta["name"],
+                    "children": len(response["children"]),
+                    "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                }
+            )
+        )
+        return _json(response)
+
+    def _delete(parent: dict[str, Any]) -> float | None:
+        if deleter is None:
+            log.warning("ttlSecondsAfterFinished expired for %s but the hook has no API credentials", parent["metadata"]["name"])
+            return None
+        try:
+            deleter.delete_job(parent)
+        except Exception:
+            log.exception("deleting %s after its TTL failed; retrying", parent["metadata"]["name"])
+            return DELETE_RETRY_SECONDS
+        return None
+
+    @app.post("/sync")
+    def sync_route() -> Response:
+        return handle(finalizing_route=False)
+
+    @app.post("/finalize")
+    def finalize_route() -> Response:
+        return handle(finalizing_route=True)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"ok": True})
+
+    @app.errorhandler(413)
+    def too_large(_: Exception) -> Response:
+        return _json({"error": f"request body over {app.config['MAX_CONTENT_LENGTH']} bytes"}, 413)
+
+    @app.errorhandler(404)
+    def not_found(_: Exception) -> Response:
+        return _json({"error": f"no route {request.path}; use POST /sync or /finalize"}, 404)
+
+    @app.errorhandler(500)
+    def internal(_: Exception) -> Response:
+        # A bug, not bad input: Metacontroller retries with backoff, and the traceback is in the log.
+        return _json({"error": "internal error while computing the sync response; see the hook server log"}, 500)
+
+    @app.errorhandler(405)
+    def wrong_method(_: Exception) -> Response:
+        return _json({"error": f"{request.method} not allowed on {request.path}"}, 405)
+
+    return app
+
+
+def _app() -> Flask:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    return create_app(deleter=default_deleter())
+
+
+app = _app()

@@ -1,0 +1,82 @@
+"""A defaulted job with the facts every part of a sync needs, computed once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from api.kinds import KindInfo
+from hooks.settings import Settings
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobContext:
+    info: KindInfo
+    job: Json  # defaulted and valid
+    settings: Settings
+
+    @property
+    def name(self) -> str:
+        return str(self.job["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.job["metadata"].get("namespace") or "default")
+
+    @property
+    def spec(self) -> Json:
+        return dict(self.job["spec"])
+
+    @property
+    def run_policy(self) -> Json:
+        return dict(self.job["spec"].get("runPolicy") or {})
+
+    @cached_property
+    def replica_specs(self) -> dict[str, Json]:
+        """Replica specs by canonical type, in the kind's canonical order."""
+        raw = self.job["spec"][self.info.replica_field]
+        by_type = {self.info.canonical_type(k): v for k, v in raw.items()}
+        return {t: by_type[t] for t in self.info.replica_types if t in by_type}
+
+    def replicas(self, rtype: str) -> int:
+        spec = self.replica_specs.get(rtype)
+        return int(spec["replicas"]) if spec else 0
+
+    def total_replicas(self) -> int:
+        return sum(self.replicas(t) for t in self.replica_specs)
+
+    def restart_policy(self, rtype: str) -> str:
+        return str(self.replica_specs[rtype]["restartPolicy"])
+
+    def has(self, rtype: str) -> bool:
+        return rtype in self.replica_specs
+
+    def containers(self, rtype: str) -> list[Json]:
+        return list(self.replica_specs[rtype]["template"]["spec"]["containers"])
+
+    def default_container(self, rtype: str) -> Json | None:
+        return next((c for c in self.containers(rtype) if c.get("name") == self.info.default_container), None)
+
+    def declared_port(self, rtype: str) -> int:
+        """The port named after the kind on the default container, else the kind's default port."""
+        container = self.default_container(rtype) if self.has(rtype) else None
+        for port in (container or {}).get("ports") or []:
+            if port.get("name") == self.info.port_name and isinstance(port.get("containerPort"), int):
+                return int(port["containerPort"])
+        return self.info.port
+
+    def port(self, rtype: str, index: int = 0) -> int:
+        return self.settings.addresses.port(rtype, index, self.declared_port(rtype))
+
+    def host(self, rtype: str, index: int = 0) -> str:
+        return self.settings.addresses.host(self.info, self.name, rtype, index)
+
+    def fqdn(self, rtype: str, index: int = 0) -> str:
+        return self.settings.addresses.fqdn(self.info, self.name, self.namespace, rtype, index)
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.run_policy.get("suspend"))

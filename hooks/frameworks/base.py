@@ -1,0 +1,97 @@
+"""What a framework may change about a job's children and its status; defaults are Kubeflow's common path."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from api import constants as c
+from api.kinds import KindInfo
+from hooks.context import JobContext
+from hooks.observed import ObservedPod
+
+Json = dict[str, Any]
+
+
+def env(name: str, value: str | int) -> Json:
+    return {"name": name, "value": str(value)}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Pods of one replica type by outcome, as Kubeflow counts them from phases."""
+
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+class Framework:
+    """The common behaviour; each framework module subclasses it and overrides what differs."""
+
+    info: KindInfo
+    has_services = True
+    # Replica restartPolicies under which a failed pod is recreated instead of failing the job
+    # (ExitCode only for retryable exit codes).
+    recreate_policies: tuple[str, ...] = ("Always", "OnFailure", "ExitCode")
+    # "Kind ns/name is running." (TF, JAX) versus "Kind name is running."
+    qualified_messages = False
+
+    # ---- children ---------------------------------------------------------------------------------
+    def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
+        return []
+
+    def env_container_indexes(self, ctx: JobContext, rtype: str, containers: Sequence[Json]) -> list[int]:
+        """Which containers get the framework environment: by default every one."""
+        return list(range(len(containers)))
+
+    def init_containers(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
+        return []
+
+    def decorate_pod(self, ctx: JobContext, rtype: str, index: int, pod: Json) -> None:
+        return None
+
+    def extra_children(self, ctx: JobContext, pods: Sequence[ObservedPod], active: bool) -> list[Json]:
+        """Children besides pods and services; `active` is False once the job is finished or suspended."""
+        return []
+
+    # ---- roles and status -------------------------------------------------------------------------
+    def is_master_role(self, ctx: JobContext, rtype: str, index: int) -> bool:
+        present = [t for t in self.info.master_types if ctx.has(t)]
+        if present:
+            return rtype in present
+        return self.info.worker0_is_master_fallback and rtype == "Worker" and index == 0
+
+    def leader_types(self, ctx: JobContext) -> list[str]:
+        """Replica types whose state decides Running and Succeeded."""
+        present = [t for t in self.info.master_types if ctx.has(t)]
+        return present or (["Worker"] if ctx.has("Worker") else [])
+
+    def succeeded(self, ctx: JobContext, counts: dict[str, Counts], pods: Sequence[ObservedPod]) -> bool:
+        leaders = [t for t in self.leader_types(ctx) if ctx.replicas(t) > 0]
+        return bool(leaders) and all(counts[t].succeeded >= ctx.replicas(t) for t in leaders)
+
+    def tolerates_failure(self, ctx: JobContext, rtype: str) -> bool:
+        """A permanently failed pod of this type does not fail the job (TF dynamic workers)."""
+        return False
+
+    def job_label(self, ctx: JobContext) -> str:
+        return f"{ctx.namespace}/{ctx.name}" if self.qualified_messages else ctx.name
+
+    def running_message(self, ctx: JobContext) -> str:
+        return f"{self.info.kind} {self.job_label(ctx)} is running."
+
+    def succeeded_message(self, ctx: JobContext) -> str:
+        if self.qualified_messages:
+            return f"{self.info.kind} {self.job_label(ctx)} successfully completed."
+        return f"{self.info.kind} {ctx.name} is successfully completed."
+
+    def failed_message(self, ctx: JobContext, rtype: str, n: int) -> str:
+        if self.qualified_messages:
+            return f"{self.info.kind} {self.job_label(ctx)} has failed because {n} {rtype} replica(s) failed."
+        return f"{self.info.kind} {ctx.name} is failed because {n} {rtype} replica(s) failed."
+
+
+def master_role_label(is_master: bool) -> dict[str, str]:
+    return {c.LABEL_JOB_ROLE: c.JOB_ROLE_MASTER} if is_master else {}

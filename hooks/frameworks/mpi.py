@@ -1,0 +1,175 @@
+"""MPIJob (v1): a launcher that execs into sleeping workers through kubectl, its hostfile and RBAC."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from api.kinds import MPIJOB
+from hooks.context import JobContext
+from hooks.frameworks.base import Framework, Json, env
+from hooks.observed import ObservedPod
+
+CONFIG_VOLUME = "mpi-job-config"
+KUBECTL_VOLUME = "mpi-job-kubectl"
+CONFIG_DIR = "/etc/mpi"
+KUBECTL_DIR = "/opt/kube"
+
+
+def _is_gpu_resource(name: str) -> bool:
+    return name.endswith(".com/gpu") or "gpu" in name
+
+
+class MPI(Framework):
+    info = MPIJOB
+    has_services = False
+    recreate_policies = ("ExitCode",)
+
+    def gpu_launcher(self, ctx: JobContext) -> bool:
+        if not ctx.has("Launcher"):
+            return False
+        for container in ctx.containers("Launcher"):
+            limits = (container.get("resources") or {}).get("limits") or {}
+            if any(_is_gpu_resource(str(k)) for k in limits):
+                return True
+        return False
+
+    def launcher_name(self, ctx: JobContext) -> str:
+        return self.info.pod_name(ctx.name, "Launcher", 0)
+
+    def service_account(self, ctx: JobContext) -> str:
+        template_spec = ctx.replica_specs["Launcher"]["template"]["spec"]
+        return str(template_spec.get("serviceAccountName") or self.launcher_name(ctx))
+
+    def slots(self, ctx: JobContext) -> int:
+        return int(ctx.spec.get("slotsPerWorker") or 1)
+
+    def env_container_indexes(self, ctx: JobContext, rtype: str, containers: Sequence[Json]) -> list[int]:
+        return [0] if rtype == "Launcher" and containers else []
+
+    def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
+        if rtype != "Launcher":
+            return []
+        out = [
+            env("OMPI_MCA_plm_rsh_agent", f"{CONFIG_DIR}/kubexec.sh"),
+            env("OMPI_MCA_orte_default_hostfile", f"{CONFIG_DIR}/hostfile"),
+        ]
+        if not self.gpu_launcher(ctx):
+            out += [env("NVIDIA_VISIBLE_DEVICES", ""), env("NVIDIA_DRIVER_CAPABILITIES", "")]
+        user_env = {e.get("name") for e in ctx.containers("Launcher")[0].get("env") or []}
+        for name, value in (("I_MPI_HYDRA_BOOTSTRAP", "rsh"), ("I_MPI_HYDRA_BOOTSTRAP_EXEC", f"{CONFIG_DIR}/kubexec.sh")):
+            if name not in user_env:
+                out.append(env(name, value))
+        return out
+
+    def init_containers(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
+        if rtype != "Launcher" or not ctx.settings.wait_for_dns:
+            return []
+        resources = {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}
+        return [
+            {
+                "name": "kubectl-delivery",
+                "image": ctx.settings.mpi_kubectl_delivery_image,
+                "imagePullPolicy": "IfNotPresent",
+                "env": [env("TARGET_DIR", KUBECTL_DIR), env("NAMESPACE", ctx.namespace)],
+                "volumeMounts": [
+                    {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_DIR},
+                    {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR},
+                ],
+                "resources": {"limits": dict(resources), "requests": dict(resources)},
+            }
+        ]
+
+    def decorate_pod(self, ctx: JobContext, rtype: str, index: int, pod: Json) -> None:
+        spec = pod["spec"]
+        first = spec["containers"][0]
+        config_map = {"name": f"{ctx.name}-config"}
+        if rtype == "Launcher":
+            spec.setdefault("serviceAccountName", self.service_account(ctx))
+            items = [
+                {"key": "kubexec.sh", "path": "kubexec.sh", "mode": 0o555},
+                {"key": "hostfile", "path": "hostfile", "mode": 0o444},
+                {"key": "discover_hosts.sh", "path": "discover_hosts.sh", "mode": 0o555},
+            ]
+            spec.setdefault("volumes", []).extend(
+                [
+                    {"name": KUBECTL_VOLUME, "emptyDir": {}},
+                    {"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}},
+                ]
+            )
+            first.setdefault("volumeMounts", []).extend(
+                [
+                    {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_DIR},
+                    {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR},
+                ]
+            )
+        else:
+            if not first.get("command"):
+                first["command"] = ["sleep"]
+                first["args"] = ["365d"]
+            items = [{"key": "kubexec.sh", "path": "kubexec.sh", "mode": 0o555}]
+            spec.setdefault("volumes", []).append({"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}})
+            first.setdefault("volumeMounts", []).append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR})
+
+    def hostfile(self, ctx: JobContext) -> str:
+        slots = self.slots(ctx)
+        lines = [f"{ctx.host('Launcher', 0)} slots={slots}"] if self.gpu_launcher(ctx) else []
+        lines += [f"{ctx.host('Worker', i)} slots={slots}" for i in range(ctx.replicas("Worker"))]
+        return "".join(f"{line}\n" for line in lines)
+
+    def discover_hosts(self, ctx: JobContext, pods: Sequence[ObservedPod]) -> str:
+        slots = self.slots(ctx)
+        lines = [f"echo {ctx.host('Launcher', 0)}:{slots}"] if self.gpu_launcher(ctx) else []
+        running = sorted(
+            (p for p in pods if p.rtype_label == "worker" and p.phase == "Running" and p.index is not None),
+            key=lambda p: p.name,
+        )
+        lines += [f"echo {ctx.host('Worker', p.index or 0)}:{slots}" for p in running]
+        return "#!/bin/sh\n" + "".join(f"{line}\n" for line in lines)
+
+    def kubexec(self, ctx: JobContext) -> str:
+        container = ctx.spec.get("mainContainer")
+        target = f" --container {container}" if container else ""
+        return (
+            "#!/bin/sh\n"
+            "set -x\n"
+            "POD_NAME=$1\n"
+            "shift\n"
+            f'{KUBECTL_DIR}/kubectl exec ${{POD_NAME}}{target} -- /bin/sh -c "$*"\n'
+        )
+
+    def extra_children(self, ctx: JobContext, pods: Sequence[ObservedPod], active: bool) -> list[Json]:
+        meta = {"namespace": ctx.namespace, "labels": {"app": ctx.name}}
+        launcher = self.launcher_name(ctx)
+        sa = self.service_account(ctx)
+        workers = [self.info.pod_name(ctx.name, "Worker", i) for i in range(ctx.replicas("Worker"))]
+        role_rules: list[Json] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+        if workers:
+            role_rules.append(
+                {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"], "resourceNames": workers}
+            )
+        return [
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, **meta}},
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"{ctx.name}-config", **meta},
+                "data": {
+                    "hostfile": self.hostfile(ctx),
+                    "kubexec.sh": self.kubexec(ctx),
+                    "discover_hosts.sh": self.discover_hosts(ctx, pods),
+                },
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": launcher, **meta},
+                "rules": role_rules,
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": launcher, **meta},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ctx.namespace}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": launcher},
+            },
+        ]

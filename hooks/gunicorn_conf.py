@@ -1,0 +1,17 @@
+"""gunicorn settings for the hook server: `gunicorn -c python:hooks.gunicorn_conf hooks.app:app`.
+
+Metacontroller calls hooks concurrently (5 workers per controller by default) and reuses connections,
+so threads and a long keep-alive matter more than processes on small nodes.
+"""
+
+import os
+
+bind = os.environ.get("TRAINOP_HOOK_BIND", "0.0.0.0:8080")
+worker_class = "gthread"
+workers = int(os.environ.get("TRAINOP_HOOK_WORKERS", "2"))
+threads = int(os.environ.get("TRAINOP_HOOK_THREADS", "8"))
+keepalive = 75
+timeout = 30
+graceful_timeout = 20
+accesslog = None
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None

@@ -1,0 +1,358 @@
+"""The sync hook as a pure function: a job and its observed children in; desired children and status out.
+
+Everything the operator remembers lives in the returned status, and the status is a function of the
+observed children and the previous status alone, with `now` used only for transition times. So a
+resync of an unchanged job returns byte-identical output and Metacontroller writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from api import constants as c
+from api.defaults import apply_defaults
+from api.kinds import KindInfo, kind_info
+from api.validation import validate
+from hooks import children as build
+from hooks import podgroups
+from hooks.conditions import find, finished, is_true, set_condition
+from hooks.context import JobContext
+from hooks.frameworks import framework
+from hooks.frameworks.base import Counts, Framework
+from hooks.observed import SERVICE, ObservedPod, objects, pods_of
+from hooks.settings import Settings
+from hooks.times import parse_timestamp, timestamp
+
+Json = dict[str, Any]
+Children = Mapping[str, Mapping[str, Json]]
+
+# Containers killed by a signal exit with 128 + signal; Kubeflow retries those under ExitCode.
+RETRYABLE_EXIT_CODE = 128
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    status: Json
+    children: list[Json]
+    resync_after_seconds: float | None = None
+    # ttlSecondsAfterFinished has expired: the caller deletes the job (a hook cannot delete its parent).
+    delete_parent: bool = False
+
+    def response(self) -> Json:
+        """The body Metacontroller expects from a sync hook."""
+        out: Json = {"status": self.status, "children": self.children}
+        if self.resync_after_seconds is not None:
+            out["resyncAfterSeconds"] = self.resync_after_seconds
+        return out
+
+
+def managed_elsewhere(job: Json) -> bool:
+    managed_by = ((job.get("spec") or {}).get("runPolicy") or {}).get("managedBy")
+    return bool(managed_by) and managed_by != c.MANAGED_BY_US
+
+
+def sync(parent: Json, children: Children, settings: Settings, now: datetime) -> SyncResult:
+    """Compute the desired children and status of one job (any of the seven kinds)."""
+    info = kind_info(str(parent.get("kind")))
+    previous = {k: v for k, v in (parent.get("status") or {}).items() if k != "observedGeneration"}
+    if managed_elsewhere(parent):
+        # Another controller (MultiKueue) owns this job: touch nothing.
+        return SyncResult(status=previous, children=[o for group in children.values() for o in group.values()])
+    job = apply_defaults(parent)
+    conditions: list[Json] = list(previous.get("conditions") or [])
+    checked = validate(job)
+    if not checked.ok:
+        conditions = set_condition(
+            conditions, c.FAILED, "True", f"{info.kind}FailedValidation", checked.message, timestamp(now)
+        )
+        return SyncResult(status={**previous, "conditions": conditions}, children=[])
+    ctx = JobContext(info, job, settings)
+    return _Sync(ctx, framework(info.kind), children, previous, now).run()
+
+
+@dataclass
+class _Sync:
+    ctx: JobContext
+    fw: Framework
+    children: Children
+    previous: Json
+    now: datetime
+    conditions: list[Json] = field(default_factory=list)
+    resync: list[float] = field(default_factory=list)
+
+    @property
+    def info(self) -> KindInfo:
+        return self.ctx.info
+
+    @property
+    def stamp(self) -> str:
+        return timestamp(self.now)
+
+    def set(self, ctype: str, status: str, reason: str, message: str) -> None:
+        self.conditions = set_condition(
+            self.conditions, ctype, status, f"{self.info.kind}{reason}", message, self.stamp
+        )
+
+    def run(self) -> SyncResult:
+        self.conditions = list(self.previous.get("conditions") or [])
+        self.pods = pods_of(self.children, str(self.ctx.job["metadata"].get("uid") or ""))
+        if find(self.conditions, c.CREATED) is None:
+            self.set(c.CREATED, "True", "Created", f"{self.info.kind} {self.ctx.name} is created.")
+        if finished(self.conditions):
+            return self.finished(dict(self.previous.get("replicaStatuses") or {}), self.previous)
+        if self.ctx.suspended:
+            return self.suspended()
+        return self.active()
+
+    # ---- suspended --------------------------------------------------------------------------------
+    def suspended(self) -> SyncResult:
+        message = f"{self.info.kind} {self.ctx.name} is suspended."
+        if is_true(self.conditions, c.RUNNING):
+            self.set(c.RUNNING, "False", "Suspended", message)
+        self.set(c.SUSPENDED, "True", "Suspended", message)
+        statuses = {
+            rtype: _drop_zeros({**value, "active": 0})
+            for rtype, value in self._all_types(self.previous.get("replicaStatuses") or {}).items()
+        }
+        status = {**self.previous, "conditions": self.conditions, "replicaStatuses": statuses}
+        extras = self.fw.extra_children(self.ctx, self.pods, active=False)
+        return SyncResult(status=_clean(status), children=extras)
+
+    # ---- running ----------------------------------------------------------------------------------
+    def active(self) -> SyncResult:
+        status = dict(self.previous)
+        if is_true(self.conditions, c.SUSPENDED):
+            self.set(c.SUSPENDED, "False", "Resumed", f"{self.info.kind} {self.ctx.name} is resumed.")
+            status["startTime"] = self.stamp
+        status.setdefault("startTime", self.stamp)
+        restarts: dict[str, Json] = dict(status.get("podRestarts") or {})
+        dropped, permanent = self._failed_pods(restarts)
+        if restarts:
+            status["podRestarts"] = restarts
+        counts = self._counts()
+        self._limits(status, restarts, dropped)
+        self._evaluate(counts, dropped, permanent)
+        if dropped:
+            self.resync.append(self.ctx.settings.restart_resync_seconds)
+        statuses = {rtype: self._replica_status(rtype, counts[rtype]) for rtype in self.ctx.replica_specs}
+        if finished(self.conditions):
+            status.setdefault("completionTime", self.stamp)
+            return self.finished(statuses, status)
+        status.update(conditions=self.conditions, replicaStatuses=statuses)
+        return SyncResult(
+            status=_clean(status), children=_clean(self._desired(dropped)), resync_after_seconds=self._resync()
+        )
+
+    def _rtype_of(self, pod: ObservedPod) -> str | None:
+        label = pod.rtype_label
+        return next((t for t in self.ctx.replica_specs if t.lower() == label), None)
+
+    def _failed_pods(self, restarts: dict[str, Json]) -> tuple[set[str], list[tuple[str, ObservedPod]]]:
+        """Failed pods to recreate (recorded once per pod uid, for backoffLimit) and permanent failures."""
+        dropped: set[str] = set()
+        permanent: list[tuple[str, ObservedPod]] = []
+        for pod in self.pods:
+            rtype = self._rtype_of(pod)
+            if rtype is None or pod.phase != "Failed" or pod.deleting:
+                continue
+            policy = self.ctx.restart_policy(rtype)
+            code = pod.exit_code(self.info.default_container)
+            retryable = policy != "ExitCode" or code is None or code >= RETRYABLE_EXIT_CODE
+            if policy in self.fw.recreate_policies and retryable:
+                dropped.add(pod.name)
+                seen = restarts.get(pod.name) or {}
+                if seen.get("uid") != pod.uid:
+                    restarts[pod.name] = {"count": int(seen.get("count") or 0) + 1 + pod.restart_count(), "uid": pod.uid}
+            else:
+                permanent.append((rtype, pod))
+        return dropped, permanent
+
+    def _counts(self) -> dict[str, Counts]:
+        tallies = {rtype: [0, 0, 0] for rtype in self.ctx.replica_specs}
+        for pod in self.pods:
+            rtype = self._rtype_of(pod)
+            if rtype is None:
+                continue
+            if pod.phase == "Running":
+                tallies[rtype][2 if pod.deleting else 0] += 1
+            elif pod.phase == "Succeeded":
+                tallies[rtype][1] += 1
+            elif pod.phase == "Failed":
+                tallies[rtype][2] += 1
+        return {rtype: Counts(*t) for rtype, t in tallies.items()}
+
+    def _limits(self, status: Json, restarts: Mapping[str, Json], dropped: set[str]) -> None:
+        run_policy = self.ctx.run_policy
+        limit = run_policy.get("backoffLimit")
+        if limit is not None:
+            in_place = sum(
+                p.restart_count()
+                for p in self.pods
+                if not p.deleting
+                and p.name not in dropped
+                and (rtype := self._rtype_of(p)) is not None
+                and self.ctx.restart_policy(rtype) in ("OnFailure", "Always", "ExitCode")
+            )
+            total = in_place + sum(int(r.get("count") or 0) for r in restarts.values())
+            if total > 0 if limit == 0 else total >= limit:
+                self.set(
+                    c.FAILED,
+                    "True",
+                    "Failed",
+                    f"Job {self.ctx.name} has failed because it has reached the specified backoff limit",
+                )
+        deadline = run_policy.get("activeDeadlineSeconds")
+        if deadline is not None:
+            elapsed = (self.now - parse_timestamp(status["startTime"])).total_seconds()
+            if elapsed >= deadline:
+                self.set(
+                    c.FAILED,
+                    "True",
+                    "Failed",
+                    f"Job {self.ctx.name} has failed because it was active longer than specified deadline",
+                )
+            else:
+                self.resync.append(deadline - elapsed)
+
+    def _evaluate(
+        self, counts: dict[str, Counts], dropped: set[str], permanent: list[tuple[str, ObservedPod]]
+    ) -> None:
+        leaders = self.fw.leader_types(self.ctx)
+        if any(counts[t].active > 0 for t in leaders):
+            self.set(c.RUNNING, "True", "Running", self.fw.running_message(self.ctx))
+        if self.fw.succeeded(self.ctx, counts, self.pods):
+            self.set(c.SUCCEEDED, "True", "Succeeded", self.fw.succeeded_message(self.ctx))
+            return
+        restarting: dict[str, int] = {}
+        for pod in self.pods:
+            rtype = self._rtype_of(pod)
+            if pod.name in dropped and rtype:
+                restarting[rtype] = restarting.get(rtype, 0) + 1
+        for rtype, n in restarting.items():
+            self.set(
+                c.RESTARTING,
+                "True",
+                "Restarting",
+                f"{self.info.kind} {self.ctx.name} is restarting because {n} {rtype} replica(s) failed.",
+            )
+        failing: dict[str, int] = {}
+        for rtype, _pod in permanent:
+            if not self.fw.tolerates_failure(self.ctx, rtype):
+                failing[rtype] = failing.get(rtype, 0) + 1
+        for rtype in self.ctx.replica_specs:
+            if rtype in failing:
+                if self.ctx.restart_policy(rtype) == "ExitCode":
+                    message = f'job "{self.ctx.name}" is failing because "{rtype}" replica(s) failed.'
+                else:
+                    message = self.fw.failed_message(self.ctx, rtype, failing[rtype])
+                self.set(c.FAILED, "True", "Failed", message)
+                return
+
+    def _replica_status(self, rtype: str, counts: Counts) -> Json:
+        out: Json = _drop_zeros({"active": counts.active, "succeeded": counts.succeeded, "failed": counts.failed})
+        if self.info.scalable:
+            out["selector"] = build.selector(self.ctx, rtype)
+        return out
+
+    def _desired(self, dropped: set[str]) -> list[Json]:
+        ctx, fw = self.ctx, self.fw
+        gang = ctx.settings.gang_scheduler
+        group_key = podgroups.child_key(gang) if gang else ""
+        observed_group = next(iter(objects(self.children, group_key)), None) if gang else None
+        hold = bool(gang) and podgroups.holds_pods(ctx, observed_group)
+        existing = {p.name for p in self.pods}
+        out: list[Json] = []
+        for rtype in ctx.replica_specs:
+            for index in range(ctx.replicas(rtype)):
+                name = self.info.pod_name(ctx.name, rtype, index)
+                if name not in dropped and not (hold and name not in existing):
+                    pod = build.pod(ctx, fw, rtype, index)
+                    if gang:
+                        podgroups.decorate_pod(ctx, rtype, pod)
+                    out.append(pod)
+                if fw.has_services:
+                    out.append(build.service(ctx, rtype, index))
+        out += fw.extra_children(ctx, self.pods, active=True)
+        if gang:
+            out.append(podgroups.pod_group(ctx, observed_group))
+        return out
+
+    def _resync(self) -> float | None:
+        return round(min(self.resync), 3) if self.resync else None
+
+    # ---- finished ---------------------------------------------------------------------------------
+    def finished(self, statuses: Json, status: Json) -> SyncResult:
+        if is_true(self.conditions, c.SUCCEEDED):
+            # Replicas still running when the job succeeded are reported as succeeded (Kubeflow).
+            statuses = {
+                rtype: _drop_zeros(
+                    {**value, "succeeded": int(value.get("succeeded") or 0) + int(value.get("active") or 0), "active": 0}
+                )
+                for rtype, value in statuses.items()
+            }
+        status = _clean({**status, "conditions": self.conditions, "replicaStatuses": statuses})
+        kept = self._kept_pods()
+        kept_names = {p.name for p in kept}
+        policy = self.ctx.run_policy.get("cleanPodPolicy")
+        services = [
+            _as_desired(s)
+            for s in objects(self.children, SERVICE)
+            if policy == "None" or s["metadata"]["name"] in kept_names
+        ]
+        desired = [_as_desired(p.obj) for p in kept] + services
+        desired += self.fw.extra_children(self.ctx, self.pods, active=False)
+        resync, expired = self._ttl(status)
+        return SyncResult(
+            status=status, children=_clean(desired), resync_after_seconds=resync, delete_parent=expired
+        )
+
+    def _kept_pods(self) -> list[ObservedPod]:
+        policy = self.ctx.run_policy.get("cleanPodPolicy")
+        if policy == "All":
+            return []
+        if policy == "Running":
+            return [p for p in self.pods if p.phase not in ("Running", "Pending")]
+        return list(self.pods)
+
+    def _ttl(self, status: Json) -> tuple[float | None, bool]:
+        ttl = self.ctx.run_policy.get("ttlSecondsAfterFinished")
+        completed = status.get("completionTime")
+        if ttl is None or not completed or self.ctx.suspended:
+            return None, False
+        remaining = (parse_timestamp(completed) - self.now).total_seconds() + ttl
+        if remaining <= 0:
+            return None, True
+        return round(remaining, 3), False
+
+    def _all_types(self, statuses: Mapping[str, Json]) -> dict[str, Json]:
+        return {rtype: dict(statuses.get(rtype) or {}) for rtype in self.ctx.replica_specs}
+
+
+def _drop_zeros(counts: Json) -> Json:
+    # Kubeflow's ReplicaStatus fields are `omitempty`: zero counts are absent, not 0.
+    return {k: v for k, v in counts.items() if v not in (0, None)}
+
+
+def _as_desired(obj: Json) -> Json:
+    """An observed child returned unchanged: only what we own, without server-managed fields."""
+    meta = obj.get("metadata") or {}
+    out_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if meta.get(k)}
+    out = {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind"), "metadata": out_meta}
+    if "spec" in obj:
+        out["spec"] = obj["spec"]
+    return out
+
+
+def _clean(value: Any) -> Any:
+    """Drop None everywhere and turn whole floats into ints: either makes Metacontroller loop."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
