@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ MXJOB = KindInfo(
     master_types=("Scheduler",),
     worker0_is_master_fallback=False,
     single_replica_types=("Scheduler",),
-    deprecated="MXJob was removed from Kubeflow Training Operator v1.9; it is served here with v1.8 semantics",
+    deprecated="MXJob was removed from Kubeflow Training Operator v1.9; served here with v1.8 semantics",
 )
 
 KINDS: Mapping[str, KindInfo] = MappingProxyType(

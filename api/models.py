@@ -105,12 +105,12 @@ class ReplicaStatus(Model):
 
 class JobStatus(Model):
     conditions: list[JobCondition] | None = _f("Observed conditions, newest last.")
-    replica_statuses: dict[str, ReplicaStatus] | None = _f(
-        "Pod counts per replica type.", "replicaStatuses"
-    )
+    replica_statuses: dict[str, ReplicaStatus] | None = _f("Pod counts per replica type.", "replicaStatuses")
     start_time: str | None = _f("When the job started (reset on resume).", "startTime")
     completion_time: str | None = _f("When the job finished.", "completionTime")
-    last_reconcile_time: str | None = _f("Last reconcile that was delayed by gang scheduling.", "lastReconcileTime")
+    last_reconcile_time: str | None = _f(
+        "Last reconcile that was delayed by gang scheduling.", "lastReconcileTime"
+    )
 
 
 ReplicaSpecs = dict[str, ReplicaSpec]
@@ -119,8 +119,12 @@ ReplicaSpecs = dict[str, ReplicaSpec]
 class TFJobSpec(Model):
     run_policy: RunPolicy | None = _f("Run policy of the job.", "runPolicy")
     success_policy: str | None = _f('"" (chief or worker 0 decides) or AllWorkers.', "successPolicy")
-    tf_replica_specs: ReplicaSpecs = Field(description="Chief, Master, PS, Worker and Evaluator.", alias="tfReplicaSpecs")
-    enable_dynamic_worker: bool | None = _f("Sparse TF_CONFIG; tolerate Worker failures.", "enableDynamicWorker")
+    tf_replica_specs: ReplicaSpecs = Field(
+        description="Chief, Master, PS, Worker and Evaluator.", alias="tfReplicaSpecs"
+    )
+    enable_dynamic_worker: bool | None = _f(
+        "Sparse TF_CONFIG; tolerate Worker failures.", "enableDynamicWorker"
+    )
 
 
 class PyTorchJobSpec(Model):
@@ -145,7 +149,9 @@ class MPIJobSpec(Model):
 
 class PaddleJobSpec(Model):
     run_policy: RunPolicy | None = _f("Run policy of the job.", "runPolicy")
-    elastic_policy: PaddleElasticPolicy | None = _f("Elastic policy (defaulted, not acted on).", "elasticPolicy")
+    elastic_policy: PaddleElasticPolicy | None = _f(
+        "Elastic policy (defaulted, not acted on).", "elasticPolicy"
+    )
     paddle_replica_specs: ReplicaSpecs = Field(description="Master and Worker.", alias="paddleReplicaSpecs")
 
 

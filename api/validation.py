@@ -1,4 +1,4 @@
-"""Validation of kubeflow.org/v1 jobs: one pure function shared by the webhook, the sync hook and `trainop run`.
+"""Validation of kubeflow.org/v1 jobs: one pure function for the webhook, the sync hook and `trainop run`.
 
 Every error names the field path (Kubeflow's `spec.<map>[<Type>]...` form), says what is wrong and what
 is allowed, so a user can fix the YAML from the message alone. Validation accepts both the raw and the
@@ -81,7 +81,9 @@ def validate(job: Json, old: Json | None = None) -> Result:
     replicas = spec.get(info.replica_field)
     root = f"spec.{info.replica_field}"
     if not isinstance(replicas, dict) or not replicas:
-        result.error(root, f"Required value: add at least one replica spec ({_quote_all(info.replica_types)})")
+        result.error(
+            root, f"Required value: add at least one replica spec ({_quote_all(info.replica_types)})"
+        )
     else:
         _check_replica_map(info, replicas, root, result)
     _check_name(info, job, replicas if isinstance(replicas, dict) else {}, result)
@@ -95,7 +97,7 @@ def validate(job: Json, old: Json | None = None) -> Result:
 
 
 def _check_types(info: KindInfo, spec: Json, result: Result) -> None:
-    """Report fields of the wrong JSON type (the CRD schema does this on a cluster; `trainop run` needs it)."""
+    """Report fields of the wrong JSON type (the CRD schema does this on a cluster, not locally)."""
     try:
         spec_model(info).model_validate(spec)
     except ValidationError as exc:
@@ -219,7 +221,9 @@ def child_names(info: KindInfo, name: str, replicas: Json) -> list[str]:
 
 
 def _check_name(info: KindInfo, job: Json, replicas: Json, result: Result) -> None:
-    meta = job.get("metadata") if isinstance(job.get("metadata"), dict) else {}
+    meta = job.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     name = meta.get("name")
     if not name and meta.get("generateName"):
         # Check the longest name the apiserver may generate.
@@ -231,17 +235,17 @@ def _check_name(info: KindInfo, job: Json, replicas: Json, result: Result) -> No
         result.error(
             "metadata.name",
             f'Invalid value: "{name}": must be a DNS-1035 label: lowercase letters, digits and "-", '
-            "starting with a letter and ending with a letter or digit (e.g. \"my-job\")",
+            'starting with a letter and ending with a letter or digit (e.g. "my-job")',
         )
         return
-    too_long = [n for n in child_names(info, name, replicas) + [name] if len(n) > DNS_LABEL_MAX]
+    too_long = [n for n in [*child_names(info, name, replicas), name] if len(n) > DNS_LABEL_MAX]
     if too_long:
         longest = max(too_long, key=len)
         allowed = DNS_LABEL_MAX - (len(longest) - len(name))
         result.error(
             "metadata.name",
-            f'Invalid value: "{name}": the child name "{longest}" would be {len(longest)} characters, over the '
-            f"{DNS_LABEL_MAX}-character DNS label limit; use a name of at most {allowed} characters",
+            f'Invalid value: "{name}": the child name "{longest}" would be {len(longest)} characters, '
+            f"over the {DNS_LABEL_MAX}-character DNS label limit; use a name of at most {allowed} characters",
         )
 
 
@@ -256,7 +260,9 @@ def _check_non_negative(result: Result, path: str, value: Any) -> None:
 
 
 def _check_run_policy(run_policy: Json, result: Result) -> None:
-    _check_enum(result, "spec.runPolicy.cleanPodPolicy", run_policy.get("cleanPodPolicy"), c.CLEAN_POD_POLICIES)
+    _check_enum(
+        result, "spec.runPolicy.cleanPodPolicy", run_policy.get("cleanPodPolicy"), c.CLEAN_POD_POLICIES
+    )
     _check_enum(result, "spec.runPolicy.managedBy", run_policy.get("managedBy"), c.MANAGED_BY_VALUES)
     for key in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
         _check_non_negative(result, f"spec.runPolicy.{key}", run_policy.get(key))
@@ -278,11 +284,13 @@ def _check_elastic_bounds(result: Result, elastic: Json) -> None:
 
 
 NPROC_WORDS = ("auto", "cpu", "gpu")
+# ASCII digits only: str.isdigit() also accepts "²", which int() then rejects with an exception.
+POSITIVE_INT = re.compile(r"0*[1-9][0-9]*")
 
 
 def _pytorch(info: KindInfo, spec: Json, result: Result) -> None:
     nproc = spec.get("nprocPerNode")
-    if isinstance(nproc, str) and nproc not in NPROC_WORDS and not (nproc.isdigit() and int(nproc) > 0):
+    if isinstance(nproc, str) and nproc not in NPROC_WORDS and not POSITIVE_INT.fullmatch(nproc):
         result.error(
             "spec.nprocPerNode",
             f'Invalid value: "{nproc}": must be "auto", "cpu", "gpu" or a positive integer such as "4"',
@@ -293,7 +301,8 @@ def _pytorch(info: KindInfo, spec: Json, result: Result) -> None:
     replicas = spec.get(info.replica_field)
     if isinstance(replicas, dict) and not any(info.canonical_type(k) == "Worker" for k in replicas):
         result.error(
-            f"spec.{info.replica_field}[Worker]", "Required value: must be configured if elastic policy is used"
+            f"spec.{info.replica_field}[Worker]",
+            "Required value: must be configured if elastic policy is used",
         )
     _check_elastic_bounds(result, elastic)
     _check_enum(result, "spec.elasticPolicy.rdzvBackend", elastic.get("rdzvBackend"), c.RDZV_BACKENDS)

@@ -58,7 +58,11 @@ def create_app(
         parent = hook.parent
         if finalizing_route or hook.finalizing:
             observed = any(hook.children.get(k) for k in hook.children)
-            response: dict[str, Any] = {"status": parent.get("status") or {}, "children": [], "finalized": not observed}
+            response: dict[str, Any] = {
+                "status": parent.get("status") or {},
+                "children": [],
+                "finalized": not observed,
+            }
         else:
             result = sync(parent, hook.children, settings, clock())
             response = result.response()
@@ -81,7 +85,10 @@ def create_app(
 
     def _delete(parent: dict[str, Any]) -> float | None:
         if deleter is None:
-            log.warning("ttlSecondsAfterFinished expired for %s but the hook has no API credentials", parent["metadata"]["name"])
+            log.warning(
+                "ttlSecondsAfterFinished expired for %s but the hook has no API credentials",
+                parent["metadata"]["name"],
+            )
             return None
         try:
             deleter.delete_job(parent)
@@ -113,7 +120,9 @@ def create_app(
     @app.errorhandler(500)
     def internal(_: Exception) -> Response:
         # A bug, not bad input: Metacontroller retries with backoff, and the traceback is in the log.
-        return _json({"error": "internal error while computing the sync response; see the hook server log"}, 500)
+        return _json(
+            {"error": "internal error while computing the sync response; see the hook server log"}, 500
+        )
 
     @app.errorhandler(405)
     def wrong_method(_: Exception) -> Response:

@@ -42,7 +42,11 @@ def pod(ctx: JobContext, fw: Framework, rtype: str, index: int) -> Json:
         **replica_labels(ctx, rtype, index),
         **master_role_label(fw.is_master_role(ctx, rtype, index)),
     }
-    metadata: Json = {"name": ctx.info.pod_name(ctx.name, rtype, index), "namespace": ctx.namespace, "labels": labels}
+    metadata: Json = {
+        "name": ctx.info.pod_name(ctx.name, rtype, index),
+        "namespace": ctx.namespace,
+        "labels": labels,
+    }
     if meta.get("annotations"):
         metadata["annotations"] = dict(meta["annotations"])
     containers = spec["containers"]
@@ -75,6 +79,10 @@ def service(ctx: JobContext, rtype: str, index: int) -> Json:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": ctx.info.pod_name(ctx.name, rtype, index), "namespace": ctx.namespace, "labels": labels},
+        "metadata": {
+            "name": ctx.info.pod_name(ctx.name, rtype, index),
+            "namespace": ctx.namespace,
+            "labels": labels,
+        },
         "spec": spec,
     }

@@ -71,10 +71,20 @@ def pod_group(ctx: JobContext, observed: Json | None) -> Json:
         spec["queue"] = existing or policy.get("queue") or "default"
         if policy.get("priorityClass"):
             spec["priorityClassName"] = policy["priorityClass"]
-        return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": metadata, "spec": spec}
+        return {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": metadata,
+            "spec": spec,
+        }
     if policy.get("scheduleTimeoutSeconds") is not None:
         spec["scheduleTimeoutSeconds"] = policy["scheduleTimeoutSeconds"]
-    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": metadata, "spec": spec}
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": spec,
+    }
 
 
 def holds_pods(ctx: JobContext, observed: Json | None) -> bool:

@@ -70,7 +70,7 @@ def _with_sane_status(parent: Json) -> Json:
         "podRestarts": dict,
         "observedGeneration": int,
     }
-    clean = {k: v for k, v in status.items() if k in shapes and isinstance(v, shapes[k])}
+    clean: dict[str, Any] = {k: v for k, v in status.items() if k in shapes and isinstance(v, shapes[k])}
     if "conditions" in clean:
         clean["conditions"] = [
             c for c in clean["conditions"] if isinstance(c, dict) and isinstance(c.get("type"), str)

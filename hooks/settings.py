@@ -28,6 +28,8 @@ class Settings:
             addresses=ClusterAddresses(cluster_domain=env.get("CUSTOM_CLUSTER_DOMAIN", "")),
             pytorch_init_image=env.get("TRAINOP_PYTORCH_INIT_IMAGE", cls.pytorch_init_image),
             pytorch_init_max_tries=int(env.get("TRAINOP_PYTORCH_INIT_MAX_TRIES", cls.pytorch_init_max_tries)),
-            mpi_kubectl_delivery_image=env.get("TRAINOP_MPI_KUBECTL_DELIVERY_IMAGE", cls.mpi_kubectl_delivery_image),
+            mpi_kubectl_delivery_image=env.get(
+                "TRAINOP_MPI_KUBECTL_DELIVERY_IMAGE", cls.mpi_kubectl_delivery_image
+            ),
             gang_scheduler=env.get("TRAINOP_GANG_SCHEDULER", ""),
         )

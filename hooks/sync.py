@@ -61,7 +61,9 @@ def sync(parent: Json, children: Children, settings: Settings, now: datetime) ->
     previous = {k: v for k, v in (parent.get("status") or {}).items() if k != "observedGeneration"}
     if managed_elsewhere(parent):
         # Another controller (MultiKueue) owns this job: touch nothing.
-        return SyncResult(status=previous, children=[o for group in children.values() for o in group.values()])
+        return SyncResult(
+            status=previous, children=[o for group in children.values() for o in group.values()]
+        )
     job = apply_defaults(parent)
     conditions: list[Json] = list(previous.get("conditions") or [])
     checked = validate(job)
@@ -92,7 +94,7 @@ class _Sync:
     def stamp(self) -> str:
         return timestamp(self.now)
 
-    def set(self, ctype: str, status: str, reason: str, message: str) -> None:
+    def condition(self, ctype: str, status: str, reason: str, message: str) -> None:
         self.conditions = set_condition(
             self.conditions, ctype, status, f"{self.info.kind}{reason}", message, self.stamp
         )
@@ -101,7 +103,7 @@ class _Sync:
         self.conditions = list(self.previous.get("conditions") or [])
         self.pods = pods_of(self.children, str(self.ctx.job["metadata"].get("uid") or ""))
         if find(self.conditions, c.CREATED) is None:
-            self.set(c.CREATED, "True", "Created", f"{self.info.kind} {self.ctx.name} is created.")
+            self.condition(c.CREATED, "True", "Created", f"{self.info.kind} {self.ctx.name} is created.")
         if finished(self.conditions):
             return self.finished(dict(self.previous.get("replicaStatuses") or {}), self.previous)
         if self.ctx.suspended:
@@ -112,8 +114,8 @@ class _Sync:
     def suspended(self) -> SyncResult:
         message = f"{self.info.kind} {self.ctx.name} is suspended."
         if is_true(self.conditions, c.RUNNING):
-            self.set(c.RUNNING, "False", "Suspended", message)
-        self.set(c.SUSPENDED, "True", "Suspended", message)
+            self.condition(c.RUNNING, "False", "Suspended", message)
+        self.condition(c.SUSPENDED, "True", "Suspended", message)
         statuses = {
             rtype: _drop_zeros({**value, "active": 0})
             for rtype, value in self._all_types(self.previous.get("replicaStatuses") or {}).items()
@@ -126,7 +128,7 @@ class _Sync:
     def active(self) -> SyncResult:
         status = dict(self.previous)
         if is_true(self.conditions, c.SUSPENDED):
-            self.set(c.SUSPENDED, "False", "Resumed", f"{self.info.kind} {self.ctx.name} is resumed.")
+            self.condition(c.SUSPENDED, "False", "Resumed", f"{self.info.kind} {self.ctx.name} is resumed.")
             status["startTime"] = self.stamp
         status.setdefault("startTime", self.stamp)
         restarts: dict[str, Json] = dict(status.get("podRestarts") or {})
@@ -144,7 +146,9 @@ class _Sync:
             return self.finished(statuses, status)
         status.update(conditions=self.conditions, replicaStatuses=statuses)
         return SyncResult(
-            status=_clean(status), children=_clean(self._desired(dropped)), resync_after_seconds=self._resync()
+            status=_clean(status),
+            children=_clean(self._desired(dropped)),
+            resync_after_seconds=self._resync(),
         )
 
     def _rtype_of(self, pod: ObservedPod) -> str | None:
@@ -166,7 +170,10 @@ class _Sync:
                 dropped.add(pod.name)
                 seen = restarts.get(pod.name) or {}
                 if seen.get("uid") != pod.uid:
-                    restarts[pod.name] = {"count": int(seen.get("count") or 0) + 1 + pod.restart_count(), "uid": pod.uid}
+                    restarts[pod.name] = {
+                        "count": int(seen.get("count") or 0) + 1 + pod.restart_count(),
+                        "uid": pod.uid,
+                    }
             else:
                 permanent.append((rtype, pod))
         return dropped, permanent
@@ -199,7 +206,7 @@ class _Sync:
             )
             total = in_place + sum(int(r.get("count") or 0) for r in restarts.values())
             if total > 0 if limit == 0 else total >= limit:
-                self.set(
+                self.condition(
                     c.FAILED,
                     "True",
                     "Failed",
@@ -209,7 +216,7 @@ class _Sync:
         if deadline is not None:
             elapsed = (self.now - parse_timestamp(status["startTime"])).total_seconds()
             if elapsed >= deadline:
-                self.set(
+                self.condition(
                     c.FAILED,
                     "True",
                     "Failed",
@@ -223,9 +230,9 @@ class _Sync:
     ) -> None:
         leaders = self.fw.leader_types(self.ctx)
         if any(counts[t].active > 0 for t in leaders):
-            self.set(c.RUNNING, "True", "Running", self.fw.running_message(self.ctx))
+            self.condition(c.RUNNING, "True", "Running", self.fw.running_message(self.ctx))
         if self.fw.succeeded(self.ctx, counts, self.pods):
-            self.set(c.SUCCEEDED, "True", "Succeeded", self.fw.succeeded_message(self.ctx))
+            self.condition(c.SUCCEEDED, "True", "Succeeded", self.fw.succeeded_message(self.ctx))
             return
         restarting: dict[str, int] = {}
         for pod in self.pods:
@@ -233,7 +240,7 @@ class _Sync:
             if pod.name in dropped and rtype:
                 restarting[rtype] = restarting.get(rtype, 0) + 1
         for rtype, n in restarting.items():
-            self.set(
+            self.condition(
                 c.RESTARTING,
                 "True",
                 "Restarting",
@@ -249,11 +256,13 @@ class _Sync:
                     message = f'job "{self.ctx.name}" is failing because "{rtype}" replica(s) failed.'
                 else:
                     message = self.fw.failed_message(self.ctx, rtype, failing[rtype])
-                self.set(c.FAILED, "True", "Failed", message)
+                self.condition(c.FAILED, "True", "Failed", message)
                 return
 
     def _replica_status(self, rtype: str, counts: Counts) -> Json:
-        out: Json = _drop_zeros({"active": counts.active, "succeeded": counts.succeeded, "failed": counts.failed})
+        out: Json = _drop_zeros(
+            {"active": counts.active, "succeeded": counts.succeeded, "failed": counts.failed}
+        )
         if self.info.scalable:
             out["selector"] = build.selector(self.ctx, rtype)
         return out
@@ -290,7 +299,11 @@ class _Sync:
             # Replicas still running when the job succeeded are reported as succeeded (Kubeflow).
             statuses = {
                 rtype: _drop_zeros(
-                    {**value, "succeeded": int(value.get("succeeded") or 0) + int(value.get("active") or 0), "active": 0}
+                    {
+                        **value,
+                        "succeeded": int(value.get("succeeded") or 0) + int(value.get("active") or 0),
+                        "active": 0,
+                    }
                 )
                 for rtype, value in statuses.items()
             }

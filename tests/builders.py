@@ -15,11 +15,11 @@ def container(name: str, image: str = "busybox:1.36", **extra: Any) -> Json:
     return {"name": name, "image": image, **extra}
 
 
-def replica(
-    kind: str, replicas: int | None = 1, containers: list[Json] | None = None, **extra: Any
-) -> Json:
+def replica(kind: str, replicas: int | None = 1, containers: list[Json] | None = None, **extra: Any) -> Json:
     """A replica spec whose pod runs the kind's default container unless `containers` says otherwise."""
-    spec: Json = {"template": {"spec": {"containers": containers or [container(kind_info(kind).default_container)]}}}
+    spec: Json = {
+        "template": {"spec": {"containers": containers or [container(kind_info(kind).default_container)]}}
+    }
     if replicas is not None:
         spec["replicas"] = replicas
     spec.update(extra)

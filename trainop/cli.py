@@ -15,7 +15,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trainop", description="Kubeflow v1 training jobs, on a cluster or here.")
+    parser = argparse.ArgumentParser(
+        prog="trainop", description="Kubeflow v1 training jobs, on a cluster or here."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     runners: dict[str, Callable[[argparse.Namespace], int]] = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():

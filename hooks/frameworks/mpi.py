@@ -56,7 +56,10 @@ class MPI(Framework):
         if not self.gpu_launcher(ctx):
             out += [env("NVIDIA_VISIBLE_DEVICES", ""), env("NVIDIA_DRIVER_CAPABILITIES", "")]
         user_env = {e.get("name") for e in ctx.containers("Launcher")[0].get("env") or []}
-        for name, value in (("I_MPI_HYDRA_BOOTSTRAP", "rsh"), ("I_MPI_HYDRA_BOOTSTRAP_EXEC", f"{CONFIG_DIR}/kubexec.sh")):
+        for name, value in (
+            ("I_MPI_HYDRA_BOOTSTRAP", "rsh"),
+            ("I_MPI_HYDRA_BOOTSTRAP_EXEC", f"{CONFIG_DIR}/kubexec.sh"),
+        ):
             if name not in user_env:
                 out.append(env(name, value))
         return out
@@ -107,7 +110,9 @@ class MPI(Framework):
                 first["command"] = ["sleep"]
                 first["args"] = ["365d"]
             items = [{"key": "kubexec.sh", "path": "kubexec.sh", "mode": 0o555}]
-            spec.setdefault("volumes", []).append({"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}})
+            spec.setdefault("volumes", []).append(
+                {"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}}
+            )
             first.setdefault("volumeMounts", []).append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR})
 
     def hostfile(self, ctx: JobContext) -> str:
@@ -142,7 +147,9 @@ class MPI(Framework):
         launcher = self.launcher_name(ctx)
         sa = self.service_account(ctx)
         workers = [self.info.pod_name(ctx.name, "Worker", i) for i in range(ctx.replicas("Worker"))]
-        role_rules: list[Json] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+        role_rules: list[Json] = [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+        ]
         if workers:
             role_rules.append(
                 {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"], "resourceNames": workers}

@@ -27,7 +27,9 @@ class MXNet(Framework):
             for t in sorted(ctx.replica_specs, key=str.lower)
         }
         labels = {
-            t.lower(): str((spec["template"].get("metadata") or {}).get("annotations", {}).get(TUNER_KEY_ANNOTATION, ""))
+            t.lower(): str(
+                (spec["template"].get("metadata") or {}).get("annotations", {}).get(TUNER_KEY_ANNOTATION, "")
+            )
             for t, spec in sorted(ctx.replica_specs.items(), key=lambda kv: kv[0].lower())
         }
         config = {"cluster": cluster, "labels": labels, "task": {"type": rtype.lower(), "index": index}}
