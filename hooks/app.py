@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from flask import Flask, Response, request
 
 from hooks.kubeapi import Deleter, default_deleter
@@ -20,17 +21,15 @@ from hooks.sync import sync
 log = logging.getLogger("trainop.hooks")
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 # How soon to retry a TTL deletion that failed (e.g. the API was briefly unreachable).
-DELETE_RETRY_SECONDS = 5.0
+DELETE_RETRY_SECONDS = 5
 
-try:
-    import orjson
 
-    def _dumps(obj: Any) -> bytes:
-        return orjson.dumps(obj)
-except ImportError:  # pragma: no cover - orjson is a dependency; this keeps the app importable without it
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
 
-    def _dumps(obj: Any) -> bytes:
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+
+def _loads(data: bytes) -> Any:
+    return orjson.loads(data)
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -49,9 +48,9 @@ def create_app(
     def handle(finalizing_route: bool) -> Response:
         started = time.perf_counter()
         try:
-            body = json.loads(request.get_data(cache=False))
+            body = _loads(request.get_data(cache=False))
             hook = parse(body)
-        except (ValueError, BadRequest) as exc:
+        except (orjson.JSONDecodeError, ValueError, BadRequest) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "empty body"
             prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
             return _json({"error": prefix + reason}, 400)

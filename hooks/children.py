@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from api import constants as c
 from hooks.context import JobContext
 from hooks.frameworks.base import Framework, master_role_label
+from hooks.jsonvalues import copy_json
 
 Json = dict[str, Any]
 
@@ -33,8 +33,7 @@ def selector(ctx: JobContext, rtype: str) -> str:
 
 
 def pod(ctx: JobContext, fw: Framework, rtype: str, index: int) -> Json:
-    replica = ctx.replica_specs[rtype]
-    template = copy.deepcopy(replica["template"])
+    template = copy_json(ctx.templates[rtype])
     meta = template.get("metadata") or {}
     spec = template["spec"]
     labels = {
@@ -53,7 +52,7 @@ def pod(ctx: JobContext, fw: Framework, rtype: str, index: int) -> Json:
     extra_env = fw.env(ctx, rtype, index)
     if extra_env:
         for i in fw.env_container_indexes(ctx, rtype, containers):
-            containers[i]["env"] = [*(containers[i].get("env") or []), *copy.deepcopy(extra_env)]
+            containers[i]["env"] = [*(containers[i].get("env") or []), *copy_json(extra_env)]
     init = fw.init_containers(ctx, rtype, index)
     if init:
         spec["initContainers"] = [*(spec.get("initContainers") or []), *init]

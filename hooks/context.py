@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Any
 
 from api.kinds import KindInfo
+from hooks.jsonvalues import clean
 from hooks.settings import Settings
 
 Json = dict[str, Any]
@@ -41,6 +42,11 @@ class JobContext:
         by_type = {self.info.canonical_type(k): v for k, v in raw.items()}
         return {t: by_type[t] for t in self.info.replica_types if t in by_type}
 
+    @cached_property
+    def templates(self) -> dict[str, Json]:
+        """Pod templates by replica type, cleaned once so every pod built from them is clean."""
+        return {rtype: clean(spec["template"]) for rtype, spec in self.replica_specs.items()}
+
     def replicas(self, rtype: str) -> int:
         spec = self.replica_specs.get(rtype)
         return int(spec["replicas"]) if spec else 0
@@ -60,13 +66,22 @@ class JobContext:
     def default_container(self, rtype: str) -> Json | None:
         return next((c for c in self.containers(rtype) if c.get("name") == self.info.default_container), None)
 
+    @cached_property
+    def declared_ports(self) -> dict[str, int]:
+        """Per type, the port named after the kind on the default container, else the kind's default port."""
+        out = {}
+        for rtype in self.replica_specs:
+            container = self.default_container(rtype) or {}
+            named = [
+                p["containerPort"]
+                for p in container.get("ports") or []
+                if p.get("name") == self.info.port_name and isinstance(p.get("containerPort"), int)
+            ]
+            out[rtype] = int(named[0]) if named else self.info.port
+        return out
+
     def declared_port(self, rtype: str) -> int:
-        """The port named after the kind on the default container, else the kind's default port."""
-        container = self.default_container(rtype) if self.has(rtype) else None
-        for port in (container or {}).get("ports") or []:
-            if port.get("name") == self.info.port_name and isinstance(port.get("containerPort"), int):
-                return int(port["containerPort"])
-        return self.info.port
+        return self.declared_ports.get(rtype, self.info.port)
 
     def port(self, rtype: str, index: int = 0) -> int:
         return self.settings.addresses.port(rtype, index, self.declared_port(rtype))

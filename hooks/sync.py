@@ -7,7 +7,6 @@ resync of an unchanged job returns byte-identical output and Metacontroller writ
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +22,7 @@ from hooks.conditions import find, finished, is_true, set_condition
 from hooks.context import JobContext
 from hooks.frameworks import framework
 from hooks.frameworks.base import Counts, Framework
+from hooks.jsonvalues import clean
 from hooks.observed import SERVICE, ObservedPod, objects, pods_of
 from hooks.settings import Settings
 from hooks.times import parse_timestamp, timestamp
@@ -32,6 +32,7 @@ Children = Mapping[str, Mapping[str, Json]]
 
 # Containers killed by a signal exit with 128 + signal; Kubeflow retries those under ExitCode.
 RETRYABLE_EXIT_CODE = 128
+LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class SyncResult:
         """The body Metacontroller expects from a sync hook."""
         out: Json = {"status": self.status, "children": self.children}
         if self.resync_after_seconds is not None:
-            out["resyncAfterSeconds"] = self.resync_after_seconds
+            # A float field for Metacontroller, but whole numbers go out as ints like everything else.
+            out["resyncAfterSeconds"] = clean(self.resync_after_seconds)
         return out
 
 
@@ -121,8 +123,8 @@ class _Sync:
             for rtype, value in self._all_types(self.previous.get("replicaStatuses") or {}).items()
         }
         status = {**self.previous, "conditions": self.conditions, "replicaStatuses": statuses}
-        extras = self.fw.extra_children(self.ctx, self.pods, active=False)
-        return SyncResult(status=_clean(status), children=extras)
+        extras = clean(self.fw.extra_children(self.ctx, self.pods, active=False))
+        return SyncResult(status=clean(status), children=extras)
 
     # ---- running ----------------------------------------------------------------------------------
     def active(self) -> SyncResult:
@@ -146,8 +148,8 @@ class _Sync:
             return self.finished(statuses, status)
         status.update(conditions=self.conditions, replicaStatuses=statuses)
         return SyncResult(
-            status=_clean(status),
-            children=_clean(self._desired(dropped)),
+            status=clean(status),
+            children=self._desired(dropped),
             resync_after_seconds=self._resync(),
         )
 
@@ -285,7 +287,7 @@ class _Sync:
                     out.append(pod)
                 if fw.has_services:
                     out.append(build.service(ctx, rtype, index))
-        out += fw.extra_children(ctx, self.pods, active=True)
+        out += clean(fw.extra_children(ctx, self.pods, active=True))
         if gang:
             out.append(podgroups.pod_group(ctx, observed_group))
         return out
@@ -307,7 +309,7 @@ class _Sync:
                 )
                 for rtype, value in statuses.items()
             }
-        status = _clean({**status, "conditions": self.conditions, "replicaStatuses": statuses})
+        status = clean({**status, "conditions": self.conditions, "replicaStatuses": statuses})
         kept = self._kept_pods()
         kept_names = {p.name for p in kept}
         policy = self.ctx.run_policy.get("cleanPodPolicy")
@@ -317,11 +319,9 @@ class _Sync:
             if policy == "None" or s["metadata"]["name"] in kept_names
         ]
         desired = [_as_desired(p.obj) for p in kept] + services
-        desired += self.fw.extra_children(self.ctx, self.pods, active=False)
+        desired += clean(self.fw.extra_children(self.ctx, self.pods, active=False))
         resync, expired = self._ttl(status)
-        return SyncResult(
-            status=status, children=_clean(desired), resync_after_seconds=resync, delete_parent=expired
-        )
+        return SyncResult(status=status, children=desired, resync_after_seconds=resync, delete_parent=expired)
 
     def _kept_pods(self) -> list[ObservedPod]:
         policy = self.ctx.run_policy.get("cleanPodPolicy")
@@ -351,21 +351,17 @@ def _drop_zeros(counts: Json) -> Json:
 
 
 def _as_desired(obj: Json) -> Json:
-    """An observed child returned unchanged: only what we own, without server-managed fields."""
+    """An observed child returned unchanged: only what we own, without server-managed fields.
+
+    Observed pods and services come from the apiserver, which never stores nulls in them, so they
+    need no cleaning; Metacontroller's own last-applied annotation must not be fed back to it.
+    """
     meta = obj.get("metadata") or {}
-    out_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if meta.get(k)}
+    out_meta = {k: meta[k] for k in ("name", "namespace", "labels") if meta.get(k)}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    if annotations:
+        out_meta["annotations"] = annotations
     out = {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind"), "metadata": out_meta}
     if "spec" in obj:
         out["spec"] = obj["spec"]
     return out
-
-
-def _clean(value: Any) -> Any:
-    """Drop None everywhere and turn whole floats into ints: either makes Metacontroller loop."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return value
