@@ -1,0 +1,1 @@
+"""Admission webhooks (defaulting and validation) for the kubeflow.org/v1 job kinds."""

@@ -1,0 +1,69 @@
+"""gunicorn settings for the webhook server: `gunicorn -c python:webhooks.gunicorn_conf webhooks.app:app`.
+
+Environment:
+  TRAINOP_WEBHOOK_BIND      address to listen on (default 0.0.0.0:9443)
+  TRAINOP_TLS_CERT_FILE     serving certificate (PEM); re-read when the file changes
+  TRAINOP_TLS_KEY_FILE      its private key; leave both unset for plain HTTP (tests, local runs)
+  TRAINOP_WEBHOOK_WORKERS   worker processes (default 2)
+  TRAINOP_WEBHOOK_THREADS   threads per worker (default 4)
+  TRAINOP_WEBHOOK_MAX_BODY_BYTES  request body limit, read by webhooks.app (default 8 MiB)
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+from webhooks.tls import CertReloader
+
+
+def _int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+bind = [os.environ.get("TRAINOP_WEBHOOK_BIND") or "0.0.0.0:9443"]
+
+# Admission calls are short and CPU-bound (~2 ms); on 2 cores two processes use both, and a few threads
+# each keep a slow or idle client from blocking the rest. gthread is also the worker that supports
+# keep-alive, which the apiserver relies on: a fresh TLS handshake per call triples the cost.
+worker_class = "gthread"
+workers = _int_env("TRAINOP_WEBHOOK_WORKERS", 2)
+threads = _int_env("TRAINOP_WEBHOOK_THREADS", 4)
+# Longer than the apiserver's idle-connection timeout (Go's http.Transport default, 90 s), so the client
+# always closes an idle connection first and never sends a request into one the server is closing.
+keepalive = 120
+# The apiserver gives up after the webhook's timeoutSeconds (at most 30 s).
+timeout = 30
+graceful_timeout = 20
+
+# Worker heartbeat files on tmpfs: the default temp dir may be disk-backed or on a read-only root.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+# gunicorn >= 25 opens a control socket under $HOME by default; a read-only pod cannot create it and
+# concurrent servers (tests) would fight over it. The webhook needs no runtime control.
+control_socket_disable = True
+
+# webhooks.app writes one JSON line per request; gunicorn's access log would duplicate it.
+accesslog = None
+errorlog = "-"
+loglevel = os.environ.get("TRAINOP_WEBHOOK_LOG_LEVEL", "info")
+
+certfile = os.environ.get("TRAINOP_TLS_CERT_FILE") or None
+keyfile = os.environ.get("TRAINOP_TLS_KEY_FILE") or None
+if (certfile is None) != (keyfile is None):
+    raise ValueError("set both TRAINOP_TLS_CERT_FILE and TRAINOP_TLS_KEY_FILE, or neither for plain HTTP")
+
+_certs = CertReloader(certfile, keyfile) if certfile and keyfile else None
+
+
+def ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+    """gunicorn calls this for every new TLS connection; the reloader rebuilds only when the files change."""
+    if _certs is None:  # pragma: no cover - gunicorn only calls this with certfile set
+        return default_ssl_context_factory()
+    return _certs.context(default_ssl_context_factory)
