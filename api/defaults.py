@@ -40,7 +40,9 @@ def apply_defaults(job: Json) -> Json:
 
 def _normalise_replica_keys(info: KindInfo, replicas: Json) -> None:
     for key in list(replicas):
-        canonical = next((t for t in info.normalised_types if t.lower() == key.lower()), None)
+        # Kubeflow normalises only some kinds' keys; validation accepts any case for every kind, so
+        # defaulting must spell every key canonically or `launcher` would never be found.
+        canonical = info.canonical_type(key)
         # When both spellings exist, leave them for validation to reject as duplicates.
         if canonical and canonical != key and canonical not in replicas:
             replicas[canonical] = replicas.pop(key)

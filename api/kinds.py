@@ -15,8 +15,6 @@ class KindInfo:
     replica_field: str
     # Canonical replica types, in the order status and children are emitted.
     replica_types: tuple[str, ...]
-    # Types whose map key defaulting moves to the canonical spelling (`worker` -> `Worker`).
-    normalised_types: tuple[str, ...]
     default_container: str
     port_name: str
     port: int
@@ -68,7 +66,6 @@ TFJOB = KindInfo(
     singular="tfjob",
     replica_field="tfReplicaSpecs",
     replica_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
-    normalised_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
     default_container="tensorflow",
     port_name="tfjob-port",
     port=2222,
@@ -88,7 +85,6 @@ PYTORCHJOB = KindInfo(
     singular="pytorchjob",
     replica_field="pytorchReplicaSpecs",
     replica_types=("Master", "Worker"),
-    normalised_types=("Master", "Worker"),
     default_container="pytorch",
     port_name="pytorchjob-port",
     port=23456,
@@ -109,7 +105,6 @@ XGBOOSTJOB = KindInfo(
     singular="xgboostjob",
     replica_field="xgbReplicaSpecs",
     replica_types=("Master", "Worker"),
-    normalised_types=("Master", "Worker"),
     default_container="xgboost",
     port_name="xgboostjob-port",
     port=9999,
@@ -129,7 +124,6 @@ MPIJOB = KindInfo(
     singular="mpijob",
     replica_field="mpiReplicaSpecs",
     replica_types=("Launcher", "Worker"),
-    normalised_types=(),
     default_container="mpi",
     port_name="mpi-port",
     port=9999,
@@ -152,7 +146,6 @@ PADDLEJOB = KindInfo(
     singular="paddlejob",
     replica_field="paddleReplicaSpecs",
     replica_types=("Master", "Worker"),
-    normalised_types=("Master", "Worker"),
     default_container="paddle",
     port_name="master",
     port=36543,
@@ -171,7 +164,6 @@ JAXJOB = KindInfo(
     singular="jaxjob",
     replica_field="jaxReplicaSpecs",
     replica_types=("Worker",),
-    normalised_types=("Worker",),
     default_container="jax",
     port_name="jaxjob-port",
     port=6666,
@@ -190,7 +182,6 @@ MXJOB = KindInfo(
     singular="mxjob",
     replica_field="mxReplicaSpecs",
     replica_types=("Scheduler", "Server", "Worker", "TunerTracker", "TunerServer", "Tuner"),
-    normalised_types=("Scheduler", "Server", "Worker"),
     default_container="mxnet",
     port_name="mxjob-port",
     port=9091,

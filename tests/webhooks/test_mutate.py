@@ -132,9 +132,9 @@ def test_mpijob_clean_pod_policy_is_mirrored_between_spec_and_run_policy(
     assert (spec["cleanPodPolicy"], spec["runPolicy"]["cleanPodPolicy"]) == (expected, expected)
 
 
-def test_mpijob_replica_keys_are_not_normalised(client: FlaskClient) -> None:
+def test_mpijob_replica_keys_are_normalised_like_every_other_kind(client: FlaskClient) -> None:
     out = mutated(client, job("MPIJob", launcher=1, Worker=1))
-    assert set(out["spec"]["mpiReplicaSpecs"]) == {"launcher", "Worker"}
+    assert set(out["spec"]["mpiReplicaSpecs"]) == {"Launcher", "Worker"}
 
 
 def test_paddlejob_gets_on_failure_and_port_master_36543(client: FlaskClient) -> None:
