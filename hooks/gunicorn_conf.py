@@ -15,3 +15,5 @@ timeout = 30
 graceful_timeout = 20
 accesslog = None
 worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+# gunicorn 27 otherwise creates a control socket under $HOME, which a read-only root filesystem forbids.
+control_socket_disable = True

@@ -1,0 +1,67 @@
+{{- define "trainop.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* <release>-trainop, or just <release> when the release name already contains the chart name. */}}
+{{- define "trainop.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "trainop.hooksName" -}}
+{{- printf "%s-hooks" (include "trainop.fullname" .) }}
+{{- end }}
+
+{{- define "trainop.webhooksName" -}}
+{{- printf "%s-webhooks" (include "trainop.fullname" .) }}
+{{- end }}
+
+{{- define "trainop.certSecretName" -}}
+{{- default (printf "%s-webhook-cert" (include "trainop.fullname" .)) .Values.webhooks.certSecretName }}
+{{- end }}
+
+{{- define "trainop.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "trainop.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: trainop
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component: call with (dict "root" $ "component" "hooks"). */}}
+{{- define "trainop.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "trainop.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "trainop.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/* The kind table, generated from api/kinds.py by `trainop crds --write`. */}}
+{{- define "trainop.kinds" -}}
+{{- .Files.Get "files/kinds.yaml" }}
+{{- end }}
+
+{{/* Job plurals as YAML list items, for rules; call with (dict "root" $ "suffix" "/status"). */}}
+{{- define "trainop.plurals" -}}
+{{- $spec := include "trainop.kinds" .root | fromYaml }}
+{{- $items := list }}
+{{- range $spec.kinds }}
+{{- $items = append $items (printf "- %s%s" .plural $.suffix) }}
+{{- end }}
+{{- join "\n" $items }}
+{{- end }}

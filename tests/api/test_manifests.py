@@ -1,0 +1,370 @@
+"""The install manifests and the Helm chart: they parse, reference each other correctly, and agree."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from api import manifests
+from api.kinds import KINDS
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+CHART = ROOT / "charts" / "trainop"
+Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+Json = dict[str, Any]
+PLURALS = {info.plural for info in KINDS.values()}
+ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+
+
+def load_all(path: Path) -> list[Json]:
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=Loader) if doc is not None]
+
+
+def kustomized(directory: Path) -> list[Json]:
+    """What `kubectl apply -k` would send, for plain kustomizations (resources only, no patches)."""
+    for name in ("kustomization.yaml", "kustomization.yml", "Kustomization"):
+        if (directory / name).is_file():
+            kustomization = yaml.safe_load((directory / name).read_text())
+            break
+    else:
+        raise AssertionError(f"{directory} has no kustomization")
+    docs: list[Json] = []
+    for resource in kustomization["resources"]:
+        path = directory / resource
+        assert path.exists(), f"{directory}: resource {resource} does not exist"
+        docs += kustomized(path) if path.is_dir() else load_all(path)
+    return docs
+
+
+@pytest.fixture(scope="module")
+def applied() -> list[Json]:
+    """Everything `kubectl apply -k manifests/` sends (the CRDs make this slow to parse: once only)."""
+    return kustomized(MANIFESTS)
+
+
+@pytest.fixture(scope="module")
+def installed(applied: list[Json]) -> list[Json]:
+    return [doc for doc in applied if doc["kind"] != "CustomResourceDefinition"]
+
+
+def find(docs: Iterable[Json], kind: str, name: str | None = None) -> list[Json]:
+    return [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs: Iterable[Json], kind: str, name: str) -> Json:
+    [doc] = find(docs, kind, name)
+    return doc
+
+
+def test_every_yaml_parses_and_every_manifest_is_installed() -> None:
+    listed = set(yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["resources"])
+    optional = {"cert-manager.yaml", "kustomization.yaml"}
+    for path in sorted(MANIFESTS.glob("*.yaml")):
+        assert load_all(path), path
+        assert path.name in listed | optional, f"{path.name} is not in manifests/kustomization.yaml"
+    for path in sorted(CHART.glob("*.yaml")) + sorted((CHART / "files").glob("*.yaml")):
+        assert load_all(path), path
+
+
+def test_kustomization_lists_every_kind(applied: list[Json], installed: list[Json]) -> None:
+    crds = [d for d in applied if d["kind"] == "CustomResourceDefinition"]
+    assert {d["spec"]["names"]["kind"] for d in crds} == set(KINDS)
+    assert {
+        d["spec"]["parentResource"]["resource"] for d in find(installed, "CompositeController")
+    } == PLURALS
+    cluster_scoped = {"Namespace", "CompositeController", "ClusterRole", "ClusterRoleBinding"}
+    for doc in installed:
+        if doc["kind"] not in cluster_scoped and "Webhook" not in doc["kind"]:
+            assert doc["metadata"]["namespace"] == manifests.NAMESPACE, doc["metadata"]["name"]
+
+
+def test_composite_controllers_call_the_hooks_service(installed: list[Json]) -> None:
+    service = one(installed, "Service", manifests.HOOKS_NAME)
+    [port] = service["spec"]["ports"]
+    assert port["port"] == 80
+    url = f"http://{manifests.HOOKS_NAME}.{manifests.NAMESPACE}/sync"
+    for cc in find(installed, "CompositeController"):
+        spec = cc["spec"]
+        assert spec["generateSelector"] is True
+        assert spec["parentResource"]["apiVersion"] == "kubeflow.org/v1"
+        assert spec["hooks"] == {"sync": {"webhook": {"url": url, "timeout": "10s"}}}  # no finalize hook
+        assert 30 <= spec["resyncPeriodSeconds"] <= 3600
+        children = {
+            (c["apiVersion"], c["resource"]): c["updateStrategy"]["method"] for c in spec["childResources"]
+        }
+        assert children[("v1", "pods")] == "OnDelete"
+        assert children[("v1", "services")] == "InPlace"
+    mpi = one(installed, "CompositeController", "trainop-mpijob-controller")["spec"]["childResources"]
+    assert {c["resource"] for c in mpi} >= {"configmaps", "serviceaccounts", "roles", "rolebindings"}
+    torch = one(installed, "CompositeController", "trainop-pytorchjob-controller")["spec"]["childResources"]
+    assert {"apiVersion": "autoscaling/v2", "resource": "horizontalpodautoscalers"}.items() <= torch[
+        -1
+    ].items()
+
+
+def test_webhook_configurations_cover_every_kind(installed: list[Json]) -> None:
+    service = one(installed, "Service", manifests.WEBHOOKS_NAME)
+    [port] = service["spec"]["ports"]
+    for kind, path in (
+        ("MutatingWebhookConfiguration", "/mutate"),
+        ("ValidatingWebhookConfiguration", "/validate"),
+    ):
+        [config] = find(installed, kind)
+        [hook] = config["webhooks"]
+        assert hook["clientConfig"]["service"] == {
+            "name": manifests.WEBHOOKS_NAME,
+            "namespace": manifests.NAMESPACE,
+            "path": path,
+            "port": port["port"],
+        }
+        assert (hook["failurePolicy"], hook["sideEffects"], hook["admissionReviewVersions"]) == (
+            "Fail",
+            "None",
+            ["v1"],
+        )
+        [rule] = hook["rules"]
+        assert set(rule["resources"]) == PLURALS
+        assert (rule["apiGroups"], rule["apiVersions"], rule["operations"]) == (
+            ["kubeflow.org"],
+            ["v1"],
+            ["CREATE", "UPDATE"],
+        )
+        [expr] = hook["namespaceSelector"]["matchExpressions"]
+        assert expr["operator"] == "NotIn" and set(expr["values"]) == {"kube-system", "trainop-system"}
+
+
+def pod_spec(docs: Iterable[Json], name: str) -> Json:
+    spec: Json = one(docs, "Deployment", name)["spec"]["template"]["spec"]
+    return spec
+
+
+def test_servers_run_locked_down(installed: list[Json]) -> None:
+    for name, module, port in (
+        (manifests.HOOKS_NAME, "hooks", 8080),
+        (manifests.WEBHOOKS_NAME, "webhooks", 9443),
+    ):
+        spec = pod_spec(installed, name)
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        [container] = spec["containers"]
+        assert container["command"] == [
+            "gunicorn",
+            "-c",
+            f"python:{module}.gunicorn_conf",
+            f"{module}.app:app",
+        ]
+        assert container["ports"][0]["containerPort"] == port
+        assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] is True
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]]
+    # Only the hooks talk to the API (TTL deletion); the webhooks get no token at all.
+    assert pod_spec(installed, manifests.HOOKS_NAME)["automountServiceAccountToken"] is True
+    webhooks = pod_spec(installed, manifests.WEBHOOKS_NAME)
+    assert webhooks["automountServiceAccountToken"] is False
+    [container] = webhooks["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert env["TRAINOP_TLS_CERT_FILE"] == f"{mounts['tls']}/tls.crt" == "/etc/trainop/tls/tls.crt"
+    assert env["TRAINOP_TLS_KEY_FILE"] == "/etc/trainop/tls/tls.key"
+    tls = next(v for v in webhooks["volumes"] if v["name"] == "tls")
+    assert tls["secret"]["secretName"] == manifests.WEBHOOK_CERT
+
+
+def test_hooks_may_only_get_and_delete_jobs(installed: list[Json]) -> None:
+    role = one(installed, "ClusterRole", manifests.HOOKS_NAME)
+    [rule] = role["rules"]
+    assert rule["apiGroups"] == ["kubeflow.org"] and set(rule["resources"]) == PLURALS
+    assert sorted(rule["verbs"]) == ["delete", "get"]
+    binding = one(installed, "ClusterRoleBinding", manifests.HOOKS_NAME)
+    assert binding["roleRef"]["name"] == manifests.HOOKS_NAME
+    [subject] = binding["subjects"]
+    assert (subject["name"], subject["namespace"]) == (
+        pod_spec(installed, manifests.HOOKS_NAME)["serviceAccountName"],
+        manifests.NAMESPACE,
+    )
+    edit = one(installed, "ClusterRole", "trainop-edit")
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    view = one(installed, "ClusterRole", "trainop-view")
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert set(view["rules"][0]["resources"]) == PLURALS and view["rules"][0]["verbs"] == [
+        "get",
+        "list",
+        "watch",
+    ]
+
+
+def test_chart_depends_on_metacontroller() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2"
+    assert chart["dependencies"] == [
+        {
+            "name": "metacontroller-helm",
+            "version": "4.17.2",
+            "repository": "oci://ghcr.io/metacontroller",
+            "alias": "metacontroller",
+            "condition": "metacontroller.enabled",
+        }
+    ]
+
+
+def test_chart_metacontroller_rules_cover_every_parent_and_child() -> None:
+    rules = yaml.safe_load((CHART / "values.yaml").read_text())["metacontroller"]["clusterRole"]["rules"]
+
+    def verbs(group: str, resource: str) -> set[str]:
+        found: set[str] = set()
+        for rule in rules:
+            if group in rule["apiGroups"] and resource in rule["resources"]:
+                found |= set(rule["verbs"])
+        return found
+
+    for plural in PLURALS:
+        assert verbs("kubeflow.org", plural) >= {"get", "list", "watch", "update"}
+        assert "update" in verbs("kubeflow.org", f"{plural}/status")
+    children = [c for info in KINDS.values() for c in manifests.child_resources(info)]
+    for child in [*children, *manifests.PODGROUP_CHILDREN.values()]:
+        group = child["apiVersion"].rpartition("/")[0]
+        assert verbs(group, child["resource"]) >= ALL_VERBS, child
+
+
+def helm_binary() -> str | None:
+    for candidate in (
+        os.environ.get("TRAINOP_HELM"),
+        str(Path(os.environ.get("TRAINOP_E2E_CACHE", Path.home() / ".cache/trainop-e2e")) / "bin/helm"),
+        shutil.which("helm"),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """helm, and a copy of the chart without its dependency.
+
+    helm install/template refuse a chart whose dependency is missing from charts/ even when its condition
+    is false, and the dependency lives in an OCI registry this machine cannot reach.
+    """
+    binary = helm_binary()
+    if binary is None:
+        pytest.fail("helm not found: run hack/build-control-plane.sh (it builds helm) or set TRAINOP_HELM")
+    copy = tmp_path_factory.mktemp("chart") / "trainop"
+    shutil.copytree(CHART, copy)
+    chart = yaml.safe_load((copy / "Chart.yaml").read_text())
+    del chart["dependencies"]
+    (copy / "Chart.yaml").write_text(yaml.safe_dump(chart))
+    return binary, copy
+
+
+def render(helm: tuple[str, Path], *settings: str) -> list[Json]:
+    binary, chart = helm
+    args = [
+        binary,
+        "template",
+        "trainop",
+        str(chart),
+        "-n",
+        manifests.NAMESPACE,
+        "--set",
+        "metacontroller.enabled=false",
+    ]
+    for setting in settings:
+        args += ["--set", setting]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.load_all(result.stdout, Loader=Loader) if d is not None]
+
+
+def test_helm_lint(helm: tuple[str, Path]) -> None:
+    binary, copy = helm
+    for chart in (CHART, copy):
+        result = subprocess.run(
+            [binary, "lint", str(chart), "--set", "metacontroller.enabled=false"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def without_labels(doc: Json) -> Json:
+    return {k: v for k, v in doc.items() if k != "metadata"}
+
+
+def test_chart_renders_what_the_manifests_install(helm: tuple[str, Path], installed: list[Json]) -> None:
+    rendered = render(helm)
+    for kind in ("CompositeController", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        ours = sorted(find(installed, kind), key=lambda d: d["metadata"]["name"])
+        theirs = sorted(find(rendered, kind), key=lambda d: d["metadata"]["name"])
+        assert [d["metadata"]["name"] for d in theirs] == [d["metadata"]["name"] for d in ours]
+        for mine, chart in zip(ours, theirs, strict=True):
+            if kind == "CompositeController":
+                assert chart["spec"] == mine["spec"]
+            else:
+                [a], [b] = mine["webhooks"], chart["webhooks"]
+                assert {**b, "rules": None} == {**a, "rules": None}
+                assert set(b["rules"][0]["resources"]) == set(a["rules"][0]["resources"])
+    for name in ("trainop-hooks", "trainop-edit", "trainop-view"):
+        mine_rules = one(installed, "ClusterRole", name)["rules"]
+        chart_rules = one(rendered, "ClusterRole", name)["rules"]
+        assert [(r["verbs"], sorted(r["resources"])) for r in chart_rules] == [
+            (r["verbs"], sorted(r["resources"])) for r in mine_rules
+        ]
+    for name in (manifests.HOOKS_NAME, manifests.WEBHOOKS_NAME):
+        mine_pod, chart_pod = pod_spec(installed, name), pod_spec(rendered, name)
+        [a], [b] = mine_pod["containers"], chart_pod["containers"]
+        for key in ("command", "ports", "readinessProbe", "livenessProbe", "securityContext", "volumeMounts"):
+            assert b[key] == a[key], (name, key)
+        assert {e["name"]: e["value"] for e in a["env"]}.items() <= {
+            e["name"]: e["value"] for e in b["env"]
+        }.items()
+        for key in ("automountServiceAccountToken", "securityContext", "volumes", "serviceAccountName"):
+            assert chart_pod[key] == mine_pod[key], (name, key)
+        assert (
+            without_labels(one(rendered, "Service", name))["spec"]["ports"]
+            == one(installed, "Service", name)["spec"]["ports"]
+        )
+
+
+def test_chart_options(helm: tuple[str, Path]) -> None:
+    rendered = render(
+        helm,
+        "gangScheduler=volcano",
+        "certManager.enabled=true",
+        "webhooks.failurePolicy=Ignore",
+        "rbac.aggregateToUserRoles=false",
+    )
+    for cc in find(rendered, "CompositeController"):
+        assert cc["spec"]["childResources"][-1] == manifests.PODGROUP_CHILDREN["volcano"]
+    [certificate] = find(rendered, "Certificate")
+    assert certificate["spec"]["secretName"] == manifests.WEBHOOK_CERT
+    assert certificate["spec"]["dnsNames"][0] == f"{manifests.WEBHOOKS_NAME}.{manifests.NAMESPACE}.svc"
+    for config in find(rendered, "ValidatingWebhookConfiguration") + find(
+        rendered, "MutatingWebhookConfiguration"
+    ):
+        annotation = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        assert annotation == f"{manifests.NAMESPACE}/{manifests.WEBHOOK_CERT}"
+        assert config["webhooks"][0]["failurePolicy"] == "Ignore"
+    assert not find(rendered, "ClusterRole", "trainop-edit")
+    env = {e["name"]: e["value"] for e in pod_spec(rendered, manifests.HOOKS_NAME)["containers"][0]["env"]}
+    assert env["TRAINOP_GANG_SCHEDULER"] == "volcano"
+
+    plugins = render(helm, "gangScheduler=scheduler-plugins-scheduler", "webhooks.caBundle=Q0E=")
+    for cc in find(plugins, "CompositeController"):
+        assert cc["spec"]["childResources"][-1] == manifests.PODGROUP_CHILDREN["scheduler-plugins"]
+    for config in find(plugins, "ValidatingWebhookConfiguration"):
+        assert config["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E="
+        assert "annotations" not in config["metadata"]
