@@ -15,6 +15,15 @@ CONFIG_DIR = "/etc/mpi"
 KUBECTL_DIR = "/opt/kube"
 
 
+def _merge_slots(hosts: Sequence[str], slots: int) -> list[tuple[str, int]]:
+    """One line per host with its slots added up: Open MPI rejects a host listed twice, which is what
+    every replica on 127.0.0.1 would give locally (on a cluster each host is distinct anyway)."""
+    merged: dict[str, int] = {}
+    for host in hosts:
+        merged[host] = merged.get(host, 0) + slots
+    return list(merged.items())
+
+
 def _is_gpu_resource(name: str) -> bool:
     return name.endswith(".com/gpu") or "gpu" in name
 
@@ -117,19 +126,19 @@ class MPI(Framework):
 
     def hostfile(self, ctx: JobContext) -> str:
         slots = self.slots(ctx)
-        lines = [f"{ctx.host('Launcher', 0)} slots={slots}"] if self.gpu_launcher(ctx) else []
-        lines += [f"{ctx.host('Worker', i)} slots={slots}" for i in range(ctx.replicas("Worker"))]
-        return "".join(f"{line}\n" for line in lines)
+        hosts = [ctx.host("Launcher", 0)] if self.gpu_launcher(ctx) else []
+        hosts += [ctx.host("Worker", i) for i in range(ctx.replicas("Worker"))]
+        return "".join(f"{host} slots={n}\n" for host, n in _merge_slots(hosts, slots))
 
     def discover_hosts(self, ctx: JobContext, pods: Sequence[ObservedPod]) -> str:
         slots = self.slots(ctx)
-        lines = [f"echo {ctx.host('Launcher', 0)}:{slots}"] if self.gpu_launcher(ctx) else []
+        hosts = [ctx.host("Launcher", 0)] if self.gpu_launcher(ctx) else []
         running = sorted(
             (p for p in pods if p.rtype_label == "worker" and p.phase == "Running" and p.index is not None),
             key=lambda p: p.name,
         )
-        lines += [f"echo {ctx.host('Worker', p.index or 0)}:{slots}" for p in running]
-        return "#!/bin/sh\n" + "".join(f"{line}\n" for line in lines)
+        hosts += [ctx.host("Worker", p.index or 0) for p in running]
+        return "#!/bin/sh\n" + "".join(f"echo {host}:{n}\n" for host, n in _merge_slots(hosts, slots))
 
     def kubexec(self, ctx: JobContext) -> str:
         container = ctx.spec.get("mainContainer")

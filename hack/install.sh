@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install trainop (editable, with its dev tools), the Kubeflow SDK the e2e tests drive, and what the
+# examples need. Idempotent: on a prepared machine it finishes in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# openssl makes the TLS certificates of the webhook and e2e tests.
+if ! command -v openssl >/dev/null; then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >/dev/null
+fi
+
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[dev]' 'kubeflow-training==1.9.4'
+PYTHON="$PYTHON" bash examples/install.sh

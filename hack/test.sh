@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: install, build (or reuse) the control plane, lint, type-check,
+# then every test including the end-to-end ones. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+bash hack/install.sh
+bash hack/build-control-plane.sh
+
+"$PYTHON" -m ruff check .
+"$PYTHON" -m ruff format --check .
+"$PYTHON" -m mypy
+
+# pytest exits 5 when it collects nothing; that is a failure here, like any other non-zero exit.
+"$PYTHON" -m pytest -q "$@"

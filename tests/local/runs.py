@@ -1,0 +1,67 @@
+"""Running `trainop run` the way a user does, through the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from api.kinds import kind_info
+
+Json = dict[str, Any]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainop.cli", "run", *args]
+
+
+def env() -> dict[str, str]:
+    # `python3` in a job's command must be the interpreter these tests run with (a venv, pyenv, ...).
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def trainop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cli(*args), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        cli(*args), cwd=REPO, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def replica(
+    kind: str, command: list[str], replicas: int = 1, policy: str = "Never", **container: Any
+) -> Json:
+    spec = {
+        "name": kind_info(kind).default_container,
+        "image": "python:3.11",
+        "command": command,
+        **container,
+    }
+    return {"replicas": replicas, "restartPolicy": policy, "template": {"spec": {"containers": [spec]}}}
+
+
+def write_job(
+    folder: Path, kind: str, name: str = "t", run_policy: Json | None = None, **replicas: Json
+) -> Path:
+    job: Json = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {kind_info(kind).replica_field: replicas},
+    }
+    if run_policy:
+        job["spec"]["runPolicy"] = run_policy
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def pod_name_env() -> list[Json]:
+    return [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]

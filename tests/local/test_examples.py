@@ -1,0 +1,136 @@
+"""The examples under examples/ train for real through `trainop run`: every rank takes part and the
+accuracy each YAML states is reached. Frameworks that cannot be installed here prove their rendezvous."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from api.kinds import kind_info
+from tests.local.runs import REPO, trainop
+
+Json = dict[str, Any]
+EXAMPLES = REPO / "examples"
+
+
+def require(*modules: str) -> None:
+    """Fail with the fix where a framework is missing: hack/install.sh installs every one of them."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            pytest.fail(f"{module} is not installed ({exc}); run examples/install.sh")
+
+
+def local_copy(example: str, tmp_path: Path, **env: str) -> tuple[Path, Json]:
+    """The example's job, run from its own folder, with result locations added to every container."""
+    source = next((EXAMPLES / example).glob("*job.yaml"))
+    job = yaml.safe_load(source.read_text())
+    for rspec in job["spec"][kind_info(job["kind"]).replica_field].values():
+        for container in rspec["template"]["spec"]["containers"]:
+            container["workingDir"] = str(source.parent)
+            container["env"] = [*container.get("env", []), *({"name": k, "value": v} for k, v in env.items())]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path, job
+
+
+def stated(job: Json, name: str) -> float:
+    """A target as the example's YAML states it for its users."""
+    values = {
+        e["value"]
+        for rspec in job["spec"][kind_info(job["kind"]).replica_field].values()
+        for c in rspec["template"]["spec"]["containers"]
+        for e in c.get("env", [])
+        if e["name"] == name
+    }
+    assert len(values) == 1, values
+    return float(values.pop())
+
+
+def run_example(example: str, tmp_path: Path, timeout: float = 600, **env: str) -> tuple[str, Json]:
+    path, job = local_copy(example, tmp_path, **env)
+    result = trainop(
+        str(path), "--workdir", str(tmp_path / "run"), "--timeout", str(timeout - 30), timeout=timeout
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "job Succeeded" in result.stdout
+    return result.stdout, job
+
+
+def test_pytorch_ddp_reaches_its_stated_accuracy_with_every_rank(tmp_path: Path) -> None:
+    require("torch", "sklearn")
+    out, job = run_example("pytorch", tmp_path, RESULT_PATH=str(tmp_path / "result.json"))
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert stated(job, "ACCURACY_TARGET") == 0.90
+    assert result["accuracy"] >= 0.90
+    assert result["world_size"] == 3
+    assert [r["rank"] for r in result["ranks"]] == [0, 1, 2]
+    assert len({r["pid"] for r in result["ranks"]}) == 3
+    for prefix, rank in (("master-0", 0), ("worker-0", 1), ("worker-1", 2)):
+        assert f"[{prefix}] rank {rank}/3: test accuracy" in out
+
+
+def test_xgboost_reaches_its_stated_accuracy_with_every_rank(tmp_path: Path) -> None:
+    require("xgboost", "sklearn")
+    out, job = run_example("xgboost", tmp_path, RESULT_PATH=str(tmp_path / "result.json"))
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert stated(job, "ACCURACY_TARGET") == 0.93
+    assert result["accuracy"] >= 0.93
+    assert (result["world_size"], result["ranks"], result["same_model"]) == (3, [0, 1, 2], True)
+    assert "[worker-1] rank 2/3: joined the collective" in out
+
+
+def test_jax_processes_form_one_group_and_fit_the_model(tmp_path: Path) -> None:
+    require("jax", "sklearn")
+    run_example("jax", tmp_path, RESULT_PATH=str(tmp_path / "result.json"))
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert (result["num_processes"], result["seen"]) == (2, [1.0, 1.0])
+    assert result["r2"] >= result["target"] == 0.30
+
+
+def test_mpi_launcher_runs_every_rank_through_the_hostfile(tmp_path: Path) -> None:
+    require("mpi4py", "sklearn")
+    assert shutil.which("mpirun"), "Open MPI (mpirun) is not installed; run examples/install.sh mpi"
+    path, job = local_copy("mpi", tmp_path, RESULT_PATH=str(tmp_path / "result.json"))
+    result = trainop(str(path), "--workdir", str(tmp_path / "run"), "--timeout", "240", timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:]
+    outcome = json.loads((tmp_path / "result.json").read_text())
+    assert stated(job, "ACCURACY_TARGET") == 0.93
+    assert outcome["accuracy"] >= 0.93 and outcome["seen"] == [1.0] * 4
+
+
+@pytest.mark.parametrize(
+    ("example", "replicas"),
+    [
+        ("tensorflow", {"ps:0", "worker:0", "worker:1"}),
+        ("mxnet", {"scheduler:0", "server:0", "worker:0", "worker:1"}),
+    ],
+)
+def test_rendezvous_examples_reach_every_other_replica(
+    tmp_path: Path, example: str, replicas: set[str]
+) -> None:
+    (tmp_path / "results").mkdir()
+    run_example(example, tmp_path, timeout=120, RESULT_DIR=str(tmp_path / "results"))
+    results = [json.loads(f.read_text()) for f in (tmp_path / "results").glob("*.json")]
+    assert {r["task"] for r in results} == replicas
+    for r in results:
+        assert set(r["reached"]) == set(r["heard"]) == replicas - {r["task"]}
+
+
+def test_paddle_pods_all_reach_the_master(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    run_example("paddle", tmp_path, timeout=120, RESULT_DIR=str(tmp_path / "results"))
+    results = {
+        r["pod"]: r for r in (json.loads(f.read_text()) for f in (tmp_path / "results").glob("*.json"))
+    }
+    pods = ["paddle-rendezvous-master-0", "paddle-rendezvous-worker-0", "paddle-rendezvous-worker-1"]
+    assert set(results) == set(pods)
+    assert [results[p]["leader"] for p in pods] == [True, False, False]
+    assert all(r["roster"] == pods for r in results.values())
