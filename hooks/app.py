@@ -66,7 +66,9 @@ def create_app(
             result = sync(parent, hook.children, settings, clock())
             response = result.response()
             if result.delete_parent:
-                response["resyncAfterSeconds"] = _delete(parent)
+                retry = _delete(parent)
+                if retry is not None:  # never a null: nothing in a response may be None
+                    response["resyncAfterSeconds"] = retry
         meta = parent["metadata"]
         log.info(
             json.dumps(

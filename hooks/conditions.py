@@ -37,7 +37,9 @@ def set_condition(
     current = find(conditions, ctype)
     if current and current.get("status") == status and current.get("reason") == reason:
         return conditions
-    transition = current["lastTransitionTime"] if current and current.get("status") == status else now
+    # A status that lost its lastTransitionTime (another writer) gets a fresh one instead of a KeyError.
+    kept = current.get("lastTransitionTime") if current and current.get("status") == status else None
+    transition = kept or now
     new = {
         "type": ctype,
         "status": status,

@@ -49,7 +49,12 @@ class JobContext:
 
     def replicas(self, rtype: str) -> int:
         spec = self.replica_specs.get(rtype)
-        return int(spec["replicas"]) if spec else 0
+        if not spec:
+            return 0
+        # An explicit `replicas: null` survives defaulting's setdefault (the apiserver prunes it; `trainop
+        # run` and hand-written requests do not): it means the default, as an absent field does.
+        value = spec.get("replicas")
+        return self.info.replicas_default(rtype) if value is None else int(value)
 
     def total_replicas(self) -> int:
         return sum(self.replicas(t) for t in self.replica_specs)

@@ -13,7 +13,7 @@ def clean(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: clean(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [clean(v) for v in value]
+        return [clean(v) for v in value if v is not None]
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
     return value

@@ -50,7 +50,11 @@ def min_resources(ctx: JobContext) -> dict[str, str]:
             resources = container.get("resources") or {}
             amounts: Mapping[str, Any] = resources.get("requests") or resources.get("limits") or {}
             for name, value in amounts.items():
-                totals[name] = totals.get(name, Decimal(0)) + quantity.parse(value) * take
+                try:
+                    amount = quantity.parse(value)
+                except ValueError:
+                    continue  # the CRD schema does not check quantities; the apiserver rejects the pod itself
+                totals[name] = totals.get(name, Decimal(0)) + amount * take
     return {name: quantity.format_quantity(total) for name, total in sorted(totals.items())}
 
 

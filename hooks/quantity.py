@@ -23,6 +23,8 @@ _SUFFIXES = {
 
 
 def parse(value: str | int | float) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"invalid resource quantity {value!r}")
     if isinstance(value, int | float):
         return Decimal(str(value))
     text = value.strip()

@@ -29,11 +29,17 @@ def parse(body: Any) -> HookRequest:
     if not isinstance(parent, dict):
         raise BadRequest("`parent` must be the job object")
     kind = parent.get("kind")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:  # `[] in KINDS` would raise TypeError
         raise BadRequest(f"parent.kind {kind!r} is not one of {', '.join(KINDS)}")
     meta = parent.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise BadRequest("parent.metadata.name must be a non-empty string")
+    for key in ("labels", "annotations"):
+        if meta.get(key) is not None and not _strings(meta[key]):
+            raise BadRequest(f"parent.metadata.{key} must map strings to strings")
+    problem = _templates_problem(parent)
+    if problem:
+        raise BadRequest(problem)
     raw_children = body.get("children") or {}
     if not isinstance(raw_children, dict):
         raise BadRequest("`children` must be an object keyed by `<Kind>.<apiVersion>`")
@@ -48,6 +54,9 @@ def parse(body: Any) -> HookRequest:
                 raise BadRequest(f"children[{key!r}][{name!r}] must be a Kubernetes object with metadata")
             if not isinstance(obj["metadata"].get("name"), str):
                 raise BadRequest(f"children[{key!r}][{name!r}].metadata.name must be a string")
+            problem = _child_shape_problem(obj)
+            if problem:
+                raise BadRequest(f"children[{key!r}][{name!r}].{problem}")
         children[str(key)] = group
     finalizing = body.get("finalizing", False)
     if not isinstance(finalizing, bool):
@@ -72,13 +81,158 @@ def _with_sane_status(parent: Json) -> Json:
     }
     clean: dict[str, Any] = {k: v for k, v in status.items() if k in shapes and isinstance(v, shapes[k])}
     if "conditions" in clean:
-        clean["conditions"] = [
-            c for c in clean["conditions"] if isinstance(c, dict) and isinstance(c.get("type"), str)
-        ]
-    for key in ("replicaStatuses", "podRestarts"):
-        if key in clean:
-            clean[key] = {k: v for k, v in clean[key].items() if isinstance(v, dict)}
+        clean["conditions"] = [c for c in clean["conditions"] if _sane_condition(c)]
+    if "replicaStatuses" in clean:
+        clean["replicaStatuses"] = {
+            k: {f: n for f, n in v.items() if (f == "selector" and isinstance(n, str)) or _count(n)}
+            for k, v in clean["replicaStatuses"].items()
+            if isinstance(v, dict)
+        }
+    if "podRestarts" in clean:
+        clean["podRestarts"] = {
+            k: v
+            for k, v in clean["podRestarts"].items()
+            if isinstance(v, dict) and _count(v.get("count")) and isinstance(v.get("uid"), str)
+        }
     for key in ("startTime", "completionTime"):
         if key in clean and not is_timestamp(clean[key]):
             del clean[key]
     return {**parent, "status": clean}
+
+
+CONDITION_FIELDS = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
+
+
+def _sane_condition(cond: Any) -> bool:
+    return (
+        isinstance(cond, dict)
+        and isinstance(cond.get("type"), str)
+        and isinstance(cond.get("status"), str)
+        and all(isinstance(cond[f], str) for f in CONDITION_FIELDS if f in cond)
+    )
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# Fields the hook reads from observed children, with the JSON type the apiserver always gives them.
+_OBJECT_FIELDS = (("metadata", "labels"), ("metadata", "annotations"), ("spec",), ("status",))
+_LIST_FIELDS = (
+    ("metadata", "ownerReferences"),
+    ("status", "containerStatuses"),
+    ("status", "initContainerStatuses"),
+)
+
+
+def _child_shape_problem(obj: Json) -> str | None:
+    """Why an observed child cannot have come from the apiserver, or None."""
+    for path in _OBJECT_FIELDS:
+        value = _at(obj, path)
+        if value is not None and not isinstance(value, dict):
+            return f"{'.'.join(path)} must be an object"
+    for path in _LIST_FIELDS:
+        value = _at(obj, path)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            return f"{'.'.join(path)} must be a list of objects"
+    statuses = [
+        *(_at(obj, ("status", "containerStatuses")) or []),
+        *(_at(obj, ("status", "initContainerStatuses")) or []),
+    ]
+    for status in statuses:
+        count = status.get("restartCount")
+        if count is not None and not _count(count):
+            return "status.containerStatuses[].restartCount must be a non-negative integer"
+        for field in ("state", "lastState"):
+            state = status.get(field)
+            if state is not None and not (
+                isinstance(state, dict) and all(v is None or isinstance(v, dict) for v in state.values())
+            ):
+                return f"status.containerStatuses[].{field} must be an object of objects"
+    return None
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _templates_problem(parent: Json) -> str | None:
+    """Pod-template fields the hook reads, with a type the CRD's PodTemplateSpec schema would have enforced.
+
+    The apiserver never stores such a job; validation (the webhook's) does not look inside templates, so
+    without this a hand-made request would make the hook fail with a 500 instead of a clear 400.
+    """
+    field = KINDS[parent["kind"]].replica_field
+    spec = parent.get("spec")
+    specs = spec.get(field) if isinstance(spec, dict) else None
+    if not isinstance(specs, dict):
+        return None  # validation reports it
+    for rtype, rspec in specs.items():
+        template = rspec.get("template") if isinstance(rspec, dict) else None
+        if isinstance(template, dict):
+            problem = _template_problem(template)
+            if problem:
+                return f"parent.spec.{field}[{rtype}].template.{problem}"
+    return None
+
+
+def _template_problem(template: Json) -> str | None:
+    meta = template.get("metadata")
+    if meta is not None:
+        if not isinstance(meta, dict):
+            return "metadata must be an object"
+        for key in ("labels", "annotations"):
+            if meta.get(key) is not None and not _strings(meta[key]):
+                return f"metadata.{key} must map strings to strings"
+    pod = template.get("spec")
+    if not isinstance(pod, dict):
+        return None  # validation reports it
+    for key in ("initContainers", "volumes"):
+        if pod.get(key) is not None and not _objects(pod[key]):
+            return f"spec.{key} must be a list of objects"
+    for key in ("serviceAccountName", "schedulerName"):
+        if pod.get(key) is not None and not isinstance(pod[key], str):
+            return f"spec.{key} must be a string"
+    for group in ("containers", "initContainers"):
+        containers = pod.get(group)
+        for ctr in containers if isinstance(containers, list) else []:
+            if not isinstance(ctr, dict):
+                continue  # validation reports it
+            problem = _container_problem(ctr)
+            if problem:
+                return f"spec.{group}[{ctr.get('name')!r}].{problem}"
+    return None
+
+
+def _container_problem(ctr: Json) -> str | None:
+    for key in ("env", "ports", "volumeMounts"):
+        if ctr.get(key) is not None and not _objects(ctr[key]):
+            return f"{key} must be a list of objects"
+    for key in ("ports", "env"):
+        for item in ctr.get(key) or []:
+            if item.get("name") is not None and not isinstance(item["name"], str):
+                return f"{key}[].name must be a string"
+    for key in ("command", "args"):
+        value = ctr.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return f"{key} must be a list of strings"
+    resources = ctr.get("resources")
+    if resources is not None and not (
+        isinstance(resources, dict) and all(v is None or isinstance(v, dict) for v in resources.values())
+    ):
+        return "resources must be an object of objects"
+    return None

@@ -53,8 +53,11 @@ class SyncResult:
 
 
 def managed_elsewhere(job: Json) -> bool:
-    managed_by = ((job.get("spec") or {}).get("runPolicy") or {}).get("managedBy")
-    return bool(managed_by) and managed_by != c.MANAGED_BY_US
+    spec = job.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    managed_by = run_policy.get("managedBy") if isinstance(run_policy, dict) else None
+    # A non-string managedBy names no controller: validation reports it below.
+    return isinstance(managed_by, str) and bool(managed_by) and managed_by != c.MANAGED_BY_US
 
 
 def sync(parent: Json, children: Children, settings: Settings, now: datetime) -> SyncResult:
@@ -134,13 +137,13 @@ class _Sync:
             status["startTime"] = self.stamp
         status.setdefault("startTime", self.stamp)
         restarts: dict[str, Json] = dict(status.get("podRestarts") or {})
-        dropped, permanent = self._failed_pods(restarts)
+        restarting, dropped, permanent = self._failed_pods(restarts)
         if restarts:
             status["podRestarts"] = restarts
         counts = self._counts()
-        self._limits(status, restarts, dropped)
-        self._evaluate(counts, dropped, permanent)
-        if dropped:
+        self._limits(status, restarts, restarting)
+        self._evaluate(counts, restarting, permanent)
+        if restarting:
             self.resync.append(self.ctx.settings.restart_resync_seconds)
         statuses = {rtype: self._replica_status(rtype, counts[rtype]) for rtype in self.ctx.replica_specs}
         if finished(self.conditions):
@@ -157,8 +160,16 @@ class _Sync:
         label = pod.rtype_label
         return next((t for t in self.ctx.replica_specs if t.lower() == label), None)
 
-    def _failed_pods(self, restarts: dict[str, Json]) -> tuple[set[str], list[tuple[str, ObservedPod]]]:
-        """Failed pods to recreate (recorded once per pod uid, for backoffLimit) and permanent failures."""
+    def _failed_pods(
+        self, restarts: dict[str, Json]
+    ) -> tuple[set[str], set[str], list[tuple[str, ObservedPod]]]:
+        """Failed pods to recreate, the subset to delete now, and permanent failures.
+
+        A failed pod is first recorded in status.podRestarts (once per pod uid, for backoffLimit) and
+        deleted only by a later sync that sees that record come back: deleting it at once could let a
+        sync reading a lagging cache (metacontroller.md §6 #5) recreate the pod without the record.
+        """
+        restarting: set[str] = set()
         dropped: set[str] = set()
         permanent: list[tuple[str, ObservedPod]] = []
         for pod in self.pods:
@@ -169,16 +180,18 @@ class _Sync:
             code = pod.exit_code(self.info.default_container)
             retryable = policy != "ExitCode" or code is None or code >= RETRYABLE_EXIT_CODE
             if policy in self.fw.recreate_policies and retryable:
-                dropped.add(pod.name)
+                restarting.add(pod.name)
                 seen = restarts.get(pod.name) or {}
-                if seen.get("uid") != pod.uid:
+                if seen.get("uid") == pod.uid:
+                    dropped.add(pod.name)
+                else:
                     restarts[pod.name] = {
                         "count": int(seen.get("count") or 0) + 1 + pod.restart_count(),
                         "uid": pod.uid,
                     }
             else:
                 permanent.append((rtype, pod))
-        return dropped, permanent
+        return restarting, dropped, permanent
 
     def _counts(self) -> dict[str, Counts]:
         tallies = {rtype: [0, 0, 0] for rtype in self.ctx.replica_specs}
@@ -194,7 +207,7 @@ class _Sync:
                 tallies[rtype][2] += 1
         return {rtype: Counts(*t) for rtype, t in tallies.items()}
 
-    def _limits(self, status: Json, restarts: Mapping[str, Json], dropped: set[str]) -> None:
+    def _limits(self, status: Json, restarts: Mapping[str, Json], restarting: set[str]) -> None:
         run_policy = self.ctx.run_policy
         limit = run_policy.get("backoffLimit")
         if limit is not None:
@@ -202,7 +215,7 @@ class _Sync:
                 p.restart_count()
                 for p in self.pods
                 if not p.deleting
-                and p.name not in dropped
+                and p.name not in restarting
                 and (rtype := self._rtype_of(p)) is not None
                 and self.ctx.restart_policy(rtype) in ("OnFailure", "Always", "ExitCode")
             )
@@ -228,7 +241,7 @@ class _Sync:
                 self.resync.append(deadline - elapsed)
 
     def _evaluate(
-        self, counts: dict[str, Counts], dropped: set[str], permanent: list[tuple[str, ObservedPod]]
+        self, counts: dict[str, Counts], restarting: set[str], permanent: list[tuple[str, ObservedPod]]
     ) -> None:
         leaders = self.fw.leader_types(self.ctx)
         if any(counts[t].active > 0 for t in leaders):
@@ -236,12 +249,12 @@ class _Sync:
         if self.fw.succeeded(self.ctx, counts, self.pods):
             self.condition(c.SUCCEEDED, "True", "Succeeded", self.fw.succeeded_message(self.ctx))
             return
-        restarting: dict[str, int] = {}
+        by_type: dict[str, int] = {}
         for pod in self.pods:
             rtype = self._rtype_of(pod)
-            if pod.name in dropped and rtype:
-                restarting[rtype] = restarting.get(rtype, 0) + 1
-        for rtype, n in restarting.items():
+            if pod.name in restarting and rtype:
+                by_type[rtype] = by_type.get(rtype, 0) + 1
+        for rtype, n in by_type.items():
             self.condition(
                 c.RESTARTING,
                 "True",
@@ -310,17 +323,25 @@ class _Sync:
                 for rtype, value in statuses.items()
             }
         status = clean({**status, "conditions": self.conditions, "replicaStatuses": statuses})
-        kept = self._kept_pods()
+        # Clean up only once Metacontroller sends the finished status back. The sync that finishes the job
+        # keeps every pod: were they deleted now, a sync triggered by their deletion could read the job's
+        # pre-finish status from a lagging cache (metacontroller.md §6 #5), find no pods and run it again.
+        settled = finished(list(self.previous.get("conditions") or []))
+        kept = self._kept_pods() if settled else list(self.pods)
         kept_names = {p.name for p in kept}
         policy = self.ctx.run_policy.get("cleanPodPolicy")
+        observed_services = objects(self.children, SERVICE)
         services = [
             _as_desired(s)
-            for s in objects(self.children, SERVICE)
-            if policy == "None" or s["metadata"]["name"] in kept_names
+            for s in observed_services
+            if policy == "None" or not settled or s["metadata"]["name"] in kept_names
         ]
         desired = [_as_desired(p.obj) for p in kept] + services
         desired += clean(self.fw.extra_children(self.ctx, self.pods, active=False))
         resync, expired = self._ttl(status)
+        if not settled and len(self._kept_pods()) < len(self.pods):
+            cleanup = self.ctx.settings.restart_resync_seconds
+            resync = cleanup if resync is None else min(resync, cleanup)
         return SyncResult(status=status, children=desired, resync_after_seconds=resync, delete_parent=expired)
 
     def _kept_pods(self) -> list[ObservedPod]:
