@@ -49,7 +49,8 @@ def _normalise_replica_keys(info: KindInfo, replicas: Json) -> None:
 
 
 def _default_replica(info: KindInfo, rtype: str, rspec: Json) -> None:
-    rspec.setdefault("replicas", info.replicas_default(rtype))
+    if rspec.get("replicas") is None:
+        rspec["replicas"] = info.replicas_default(rtype)
     if not rspec.get("restartPolicy"):
         rspec["restartPolicy"] = info.default_restart_policy
     if info.add_default_port:

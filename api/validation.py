@@ -23,6 +23,8 @@ Json = dict[str, Any]
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_MAX = 63
+# Far above any real job; it bounds the work of one sync (a job of 10,000 pods syncs in seconds).
+MAX_REPLICAS = 10_000
 # The apiserver appends five random characters to generateName.
 GENERATED_SUFFIX = 5
 
@@ -167,6 +169,12 @@ def _check_replica(info: KindInfo, rtype: str, rspec: Json, path: str, result: R
     if isinstance(count, int):
         if count < 0:
             result.error(f"{path}.replicas", f"Invalid value: {count}: must be greater than or equal to 0")
+        elif count > MAX_REPLICAS:
+            result.error(
+                f"{path}.replicas",
+                f"Invalid value: {count}: must be at most {MAX_REPLICAS}; one job's pods are managed in one "
+                "sync, so split a larger training into several jobs",
+            )
         elif rtype in info.single_replica_types and count != 1:
             result.error(f"{path}.replicas", f"Forbidden: {rtype} must have exactly 1 replica, got {count}")
         elif rtype in info.positive_replica_types and count < 1:

@@ -70,15 +70,30 @@ def sync(parent: Json, children: Children, settings: Settings, now: datetime) ->
             status=previous, children=[o for group in children.values() for o in group.values()]
         )
     job = apply_defaults(parent)
-    conditions: list[Json] = list(previous.get("conditions") or [])
     checked = validate(job)
     if not checked.ok:
-        conditions = set_condition(
-            conditions, c.FAILED, "True", f"{info.kind}FailedValidation", checked.message, timestamp(now)
-        )
-        return SyncResult(status={**previous, "conditions": conditions}, children=[])
+        return _invalid(info, job, previous, checked.message, now)
     ctx = JobContext(info, job, settings)
     return _Sync(ctx, framework(info.kind), children, previous, now).run()
+
+
+def _invalid(info: KindInfo, job: Json, previous: Json, message: str, now: datetime) -> SyncResult:
+    """A job that bypassed validation: Failed with the webhook's message, no children, and its TTL kept."""
+    stamp = timestamp(now)
+    reason = f"{info.kind}FailedValidation"
+    previous_conditions = list(previous.get("conditions") or [])
+    conditions = set_condition(previous_conditions, c.FAILED, "True", reason, message, stamp)
+    status = {**previous, "conditions": conditions}
+    status.setdefault("completionTime", stamp)
+    spec = job.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    ttl = run_policy.get("ttlSecondsAfterFinished") if isinstance(run_policy, dict) else None
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+        return SyncResult(status=status, children=[])
+    remaining = (parse_timestamp(status["completionTime"]) - now).total_seconds() + ttl
+    if remaining <= 0:
+        return SyncResult(status=status, children=[], delete_parent=True)
+    return SyncResult(status=status, children=[], resync_after_seconds=round(remaining, 3))
 
 
 @dataclass
@@ -121,9 +136,12 @@ class _Sync:
         if is_true(self.conditions, c.RUNNING):
             self.condition(c.RUNNING, "False", "Suspended", message)
         self.condition(c.SUSPENDED, "True", "Suspended", message)
+        previous = self._all_types(self.previous.get("replicaStatuses") or {})
         statuses = {
-            rtype: _drop_zeros({**value, "active": 0})
-            for rtype, value in self._all_types(self.previous.get("replicaStatuses") or {}).items()
+            rtype: self._replica_status(
+                rtype, Counts(0, int(value.get("succeeded") or 0), int(value.get("failed") or 0))
+            )
+            for rtype, value in previous.items()
         }
         status = {**self.previous, "conditions": self.conditions, "replicaStatuses": statuses}
         extras = clean(self.fw.extra_children(self.ctx, self.pods, active=False))
@@ -298,7 +316,8 @@ class _Sync:
                     if gang:
                         podgroups.decorate_pod(ctx, rtype, pod)
                     out.append(pod)
-                if fw.has_services:
+                # Volcano admits the gang first: until then Kubeflow creates neither pods nor services.
+                if fw.has_services and not (hold and name not in existing):
                     out.append(build.service(ctx, rtype, index))
         out += clean(fw.extra_children(ctx, self.pods, active=True))
         if gang:

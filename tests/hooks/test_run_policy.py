@@ -213,6 +213,16 @@ class TestSuspend:
         )
         assert cluster.condition("Running") is None
 
+    def test_a_suspended_elastic_job_still_reports_its_selector_for_the_scale_subresource(self):
+        cluster = Cluster(with_run_policy(job("PyTorchJob", name="j", Worker=2), suspend=True))
+        cluster.sync()
+        worker = cluster.status["replicaStatuses"]["Worker"]
+        assert worker == {
+            "selector": "training.kubeflow.org/job-name=j,"
+            "training.kubeflow.org/operator-name=pytorchjob-controller,"
+            "training.kubeflow.org/replica-type=worker"
+        }
+
     def test_suspending_a_running_job_deletes_every_pod_and_service(self):
         cluster = started(jax())
         cluster.succeed("j-worker-1")
@@ -344,6 +354,12 @@ class TestVolcano:
         result = cluster.sync()
         assert names(result.children, "Pod") == []
         assert cluster.sync(5).children == result.children
+
+    def test_services_wait_for_the_gang_too(self):
+        cluster = Cluster(gang_job(), VOLCANO)
+        assert names(cluster.sync().children, "Service") == []
+        cluster.set_podgroup_phase("Inqueue")
+        assert names(cluster.sync().children, "Service") == ["j-master-0", "j-worker-0", "j-worker-1"]
 
     def test_pods_come_once_the_pod_group_is_admitted(self):
         cluster = Cluster(gang_job(), VOLCANO)
@@ -497,6 +513,15 @@ class TestBypassedValidation:
         first = cluster.sync()
         again = cluster.sync(600)
         assert canonical(again.response()) == canonical(first.response())
+
+
+def test_a_job_that_failed_validation_is_completed_and_its_ttl_deletes_it():
+    invalid = with_run_policy(job("XGBoostJob", name="j", Worker=2), ttlSecondsAfterFinished=60)
+    cluster = Cluster(invalid)
+    first = cluster.sync()
+    assert cluster.status["completionTime"] == cluster.timestamp()
+    assert (first.resync_after_seconds, first.delete_parent) == (60, False)
+    assert cluster.sync(60).delete_parent
 
 
 def test_invalid_job_with_observed_pods_gets_them_deleted():

@@ -256,3 +256,9 @@ def test_a_diff_that_does_not_reproduce_the_defaults_is_replaced_by_whole_field_
     assert [op["path"] for op in ops] == ["/spec"]
     monkeypatch.undo()
     assert mutated(client, raw) == admission.jsonpatch.apply_patch(raw, ops)
+
+
+def test_explicit_null_replicas_get_the_kinds_default(client: FlaskClient) -> None:
+    raw = job("JAXJob", Worker=replica("JAXJob", None))
+    raw["spec"]["jaxReplicaSpecs"]["Worker"]["replicas"] = None
+    assert mutated(client, raw)["spec"]["jaxReplicaSpecs"]["Worker"]["replicas"] == 1

@@ -82,6 +82,13 @@ def test_negative_replicas_are_denied(client: FlaskClient) -> None:
     )
 
 
+def test_replicas_beyond_what_one_sync_can_manage_are_denied(client: FlaskClient) -> None:
+    message = denial(client, job("JAXJob", Worker=10_001))
+    assert message.startswith(
+        "spec.jaxReplicaSpecs[Worker].replicas: Invalid value: 10001: must be at most 10000"
+    )
+
+
 def test_pytorch_worker_with_zero_replicas_is_denied(client: FlaskClient) -> None:
     message = denial(client, job("PyTorchJob", Master=1, Worker=0))
     assert message == "spec.pytorchReplicaSpecs[Worker].replicas: Forbidden: must be at least 1, got 0"
