@@ -23,9 +23,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hooks.app import create_app  # noqa: E402
-from hooks.settings import Settings  # noqa: E402
-from tests.builders import container, job, replica  # noqa: E402
+from hooks.app import create_app
+from hooks.settings import Settings
+from tests.builders import container, job, replica
 
 Json = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -51,12 +51,27 @@ def observed(children: list[Json], phase: str) -> dict[str, dict[str, Json]]:
         meta = obj["metadata"]
         meta.update(uid=f"uid-{i}", resourceVersion=str(1000 + i), creationTimestamp="2026-01-01T00:00:00Z")
         meta.setdefault("labels", {})["controller-uid"] = "uid-bench"
-        meta["ownerReferences"] = [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "bench",
-                                    "uid": "uid-bench", "controller": True, "blockOwnerDeletion": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "name": "bench",
+                "uid": "uid-bench",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
         if obj["kind"] == "Pod":
-            obj["status"] = {"phase": phase, "containerStatuses": [
-                {"name": "pytorch", "restartCount": 0, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
-            ]}
+            obj["status"] = {
+                "phase": phase,
+                "containerStatuses": [
+                    {
+                        "name": "pytorch",
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                    }
+                ],
+            }
         key = f"{obj['kind']}.{obj['apiVersion']}"
         out.setdefault(key, {})[meta["name"]] = obj
     return out
@@ -90,9 +105,11 @@ def main() -> None:
         cases.append((f"{workers + 1} replicas, finished resync", json.dumps(body).encode(), target))
     rows = []
     for name, payload, target in cases:
+
         def call(payload: bytes = payload) -> None:
             response = client.post("/sync", data=payload, content_type="application/json")
             assert response.status_code == 200, response.data[:200]
+
         gc.collect()
         samples = sorted(measure(call, args.repeat))
         p50 = statistics.median(samples)
@@ -102,7 +119,10 @@ def main() -> None:
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
         rows.append((name, len(payload) / 1024, p50, p99, target, p99 / target, peak))
-    print(f"{'case':34} {'request KiB':>11} {'p50 ms':>8} {'p99 ms':>8} {'target p99':>10} {'p99/target':>10} {'peak MiB':>8}")
+    print(
+        f"{'case':34} {'request KiB':>11} {'p50 ms':>8} {'p99 ms':>8} {'target p99':>10} "
+        f"{'p99/target':>10} {'peak MiB':>8}"
+    )
     for name, size, p50, p99, target, ratio, peak in rows:
         print(f"{name:34} {size:11.0f} {p50:8.2f} {p99:8.2f} {target:10.0f} {ratio:10.2f} {peak:8.1f}")
 
