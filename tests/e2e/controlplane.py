@@ -562,8 +562,18 @@ class ControlPlane:
         return proc
 
     def create_node(self, name: str = NODE_NAME, timeout: float = 60.0) -> None:
-        """A fake node with GPUs; kwok marks it Ready and KCM lifts the not-ready taint."""
-        resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
+        """A fake node with GPUs; kwok marks it Ready and KCM lifts the not-ready taint.
+
+        ephemeral-storage must be declared: a node without it cannot fit any pod that requests some
+        (the MPI launcher's kubectl-delivery init container asks for 5Gi).
+        """
+        resources = {
+            "cpu": "64",
+            "memory": "512Gi",
+            "ephemeral-storage": "1Ti",
+            "pods": "250",
+            "nvidia.com/gpu": "8",
+        }
         node = {
             "apiVersion": "v1",
             "kind": "Node",
