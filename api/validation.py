@@ -8,6 +8,7 @@ webhook existed reaches the sync hook raw.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -378,7 +379,8 @@ def _check_update(info: KindInfo, old: Json, new: Json, result: Result) -> None:
         if before != after:
             result.error(
                 "spec." + ".".join(path),
-                f"Invalid value: {after!r}: field is immutable (was {before!r}); create a new job instead",
+                f"Invalid value: {json.dumps(after)}: field is immutable (was {json.dumps(before)}); "
+                "create a new job instead",
             )
     before_types, after_types = _replica_type_set(info, old), _replica_type_set(info, new)
     if before_types != after_types:

@@ -311,7 +311,8 @@ class _Sync:
         for rtype in ctx.replica_specs:
             for index in range(ctx.replicas(rtype)):
                 name = self.info.pod_name(ctx.name, rtype, index)
-                if name not in dropped and not (hold and name not in existing):
+                waiting = name not in existing and (hold or fw.waits_for(ctx, rtype, self.children))
+                if name not in dropped and not waiting:
                     pod = build.pod(ctx, fw, rtype, index)
                     if gang:
                         podgroups.decorate_pod(ctx, rtype, pod)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,10 @@ class Framework:
 
     def decorate_pod(self, ctx: JobContext, rtype: str, index: int, pod: Json) -> None:
         return None
+
+    def waits_for(self, ctx: JobContext, rtype: str, children: Mapping[str, Mapping[str, Json]]) -> bool:
+        """A pod of this type must not be created yet: something it needs does not exist."""
+        return False
 
     def extra_children(self, ctx: JobContext, pods: Sequence[ObservedPod], active: bool) -> list[Json]:
         """Children besides pods and services; `active` is False once the job is finished or suspended."""

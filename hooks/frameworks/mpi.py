@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from api.kinds import MPIJOB
 from hooks.context import JobContext
@@ -13,6 +13,7 @@ CONFIG_VOLUME = "mpi-job-config"
 KUBECTL_VOLUME = "mpi-job-kubectl"
 CONFIG_DIR = "/etc/mpi"
 KUBECTL_DIR = "/opt/kube"
+SERVICE_ACCOUNT = "ServiceAccount.v1"
 
 
 def _merge_slots(hosts: Sequence[str], slots: int) -> list[tuple[str, int]]:
@@ -123,6 +124,15 @@ class MPI(Framework):
                 {"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}}
             )
             first.setdefault("volumeMounts", []).append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR})
+
+    def waits_for(self, ctx: JobContext, rtype: str, children: Mapping[str, Mapping[str, Json]]) -> bool:
+        # Metacontroller creates the children of one sync in no useful order (Pod sorts before
+        # ServiceAccount), and the apiserver refuses a pod whose ServiceAccount does not exist yet.
+        if rtype != "Launcher":
+            return False
+        account = self.service_account(ctx)
+        observed = (children.get(SERVICE_ACCOUNT) or {}).values()
+        return not any(o["metadata"]["name"] == account for o in observed)
 
     def hostfile(self, ctx: JobContext) -> str:
         slots = self.slots(ctx)

@@ -388,8 +388,9 @@ def json_hygiene_problems(value: Any, path: str = "$") -> list[str]:
 
 
 def desired(job: Json, settings: Settings | None = None) -> list[Json]:
-    """The children of a job's first sync."""
-    return Cluster(job, settings).sync().children
+    """The children of a new job once what they wait for exists (an MPI launcher waits for its
+    ServiceAccount, created by the first sync)."""
+    return Cluster(job, settings).converge().children
 
 
 def pods_by_name(job: Json, settings: Settings | None = None) -> dict[str, Json]:

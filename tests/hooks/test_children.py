@@ -276,6 +276,13 @@ class TestPyTorchInitContainer:
 class TestMPIChildren:
     SPEC = with_spec(job("MPIJob", name="hvd", namespace="ns", Launcher=1, Worker=2), slotsPerWorker=2)
 
+    def test_launcher_waits_for_its_service_account_which_the_first_sync_creates(self):
+        cluster = Cluster(self.SPEC)
+        first = cluster.sync()
+        assert names(first.children, "Pod") == ["hvd-worker-0", "hvd-worker-1"]
+        assert names(first.children, "ServiceAccount") == ["hvd-launcher"]
+        assert "hvd-launcher" in names(cluster.sync().children, "Pod")
+
     def test_launcher_gets_kubectl_delivery_init_container(self):
         launcher = pods_by_name(self.SPEC)["hvd-launcher"]
         assert launcher["spec"]["initContainers"] == [

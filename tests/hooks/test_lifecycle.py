@@ -109,6 +109,7 @@ SELECTOR_KINDS = ("PyTorchJob", "PaddleJob", "JAXJob")
 def created(case: Case) -> Cluster:
     cluster = Cluster(case.spec)
     cluster.sync()
+    cluster.sync()  # triggered by the new children; an MPI launcher waits for its ServiceAccount
     return cluster
 
 
@@ -347,6 +348,7 @@ class TestPermanentFailure:
     def drive(self, job_spec, victim, code):
         cluster = Cluster(job_spec)
         cluster.sync()
+        cluster.sync()  # an MPI launcher waits for its ServiceAccount
         cluster.run()
         cluster.sync(5)
         cluster.fail(victim, exit_code=code)
@@ -495,6 +497,7 @@ def test_pod_already_being_deleted_is_not_recounted_nor_dropped_twice():
 def run_then(job_spec: Json, *succeed: str, run: tuple[str, ...] | None = None) -> Cluster:
     cluster = Cluster(job_spec)
     cluster.sync()
+    cluster.sync()  # triggered by the new children; an MPI launcher waits for its ServiceAccount
     cluster.run(*(run or ()))
     cluster.succeed(*succeed) if succeed else None
     cluster.sync(5)
@@ -676,6 +679,7 @@ def test_mpi_config_and_rbac_survive_clean_pod_policy_all():
     job_spec = with_run_policy(spec("MPIJob", Launcher=1, Worker=2), cleanPodPolicy="All")
     cluster = Cluster(job_spec)
     cluster.sync()
+    cluster.sync()  # the launcher waits for its ServiceAccount
     cluster.succeed("j-launcher")
     cluster.sync(5)
     result = cluster.sync(1)
@@ -692,6 +696,7 @@ def test_mpi_legacy_top_level_clean_pod_policy_is_honoured():
     job_spec = with_spec(spec("MPIJob", Launcher=1, Worker=1), cleanPodPolicy="Running")
     cluster = Cluster(job_spec)
     cluster.sync()
+    cluster.sync()  # the launcher waits for its ServiceAccount
     cluster.run()
     cluster.succeed("j-launcher")
     cluster.sync(5)

@@ -248,7 +248,7 @@ class TestA4MPIHvd:
         assert data["discover_hosts.sh"] == "#!/bin/sh\necho hvd-worker-0:2\necho hvd-worker-1:2\n"
 
     def test_rbac(self):
-        children = Cluster(self.JOB).sync().children
+        children = Cluster(self.JOB).converge().children
         assert names(children, "ServiceAccount") == ["hvd-launcher"]
         assert names(children, "Role") == ["hvd-launcher"]
         assert names(children, "RoleBinding") == ["hvd-launcher"]
@@ -256,7 +256,7 @@ class TestA4MPIHvd:
         assert role["rules"][1]["resourceNames"] == ["hvd-worker-0", "hvd-worker-1"]
 
     def test_pods_and_no_services(self):
-        children = Cluster(self.JOB).sync().children
+        children = Cluster(self.JOB).converge().children
         pods = by_name(children, "Pod")
         assert sorted(pods) == ["hvd-launcher", "hvd-worker-0", "hvd-worker-1"]
         assert names(children, "Service") == []
@@ -274,7 +274,7 @@ class TestA4MPIHvd:
 
     def test_lifecycle_follows_the_launcher_and_fails_on_any_failed_pod(self):
         cluster = Cluster(self.JOB)
-        cluster.sync()
+        cluster.converge()
         cluster.run("hvd-launcher")
         cluster.sync(1)
         assert cluster.state() == "Running"
@@ -282,7 +282,7 @@ class TestA4MPIHvd:
         cluster.sync(1)
         assert cluster.state() == "Succeeded"
         failing = Cluster(self.JOB)
-        failing.sync()
+        failing.converge()
         failing.run()
         failing.fail("hvd-worker-0")
         failing.sync(1)

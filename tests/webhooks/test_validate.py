@@ -258,7 +258,7 @@ def test_update_changing_managed_by_is_denied(client: FlaskClient, kind: str) ->
     new = with_run_policy(VALID[kind], managedBy="kubeflow.org/training-operator")
     message = denial(client, new, "UPDATE", old)
     assert message.startswith(
-        "spec.runPolicy.managedBy: Invalid value: 'kubeflow.org/training-operator': field is immutable"
+        "spec.runPolicy.managedBy: Invalid value: \"kubeflow.org/training-operator\": field is immutable"
     )
 
 
@@ -271,7 +271,7 @@ def test_update_changing_the_queue_is_denied(client: FlaskClient) -> None:
     old = with_run_policy(VALID["PyTorchJob"], schedulingPolicy={"queue": "a"})
     new = with_run_policy(VALID["PyTorchJob"], schedulingPolicy={"queue": "b"})
     message = denial(client, new, "UPDATE", old)
-    assert message.startswith("spec.runPolicy.schedulingPolicy.queue: Invalid value: 'b': field is immutable")
+    assert message.startswith('spec.runPolicy.schedulingPolicy.queue: Invalid value: "b": field is immutable')
 
 
 def test_update_adding_a_replica_type_is_denied(client: FlaskClient) -> None:
