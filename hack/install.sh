@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install trainop (editable, with its dev tools), the Kubeflow SDK the e2e tests drive, and what the
+# Install trainop (editable, with its dev tools and the Kubeflow SDK the e2e tests drive) and what the
 # examples need. Idempotent: on a prepared machine it finishes in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +13,5 @@ if ! command -v openssl >/dev/null; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >/dev/null
 fi
 
-"$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[dev]' 'kubeflow-training==1.9.4'
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 PYTHON="$PYTHON" bash examples/install.sh

@@ -258,7 +258,7 @@ def test_update_changing_managed_by_is_denied(client: FlaskClient, kind: str) ->
     new = with_run_policy(VALID[kind], managedBy="kubeflow.org/training-operator")
     message = denial(client, new, "UPDATE", old)
     assert message.startswith(
-        "spec.runPolicy.managedBy: Invalid value: \"kubeflow.org/training-operator\": field is immutable"
+        'spec.runPolicy.managedBy: Invalid value: "kubeflow.org/training-operator": field is immutable'
     )
 
 
