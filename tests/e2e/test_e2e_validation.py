@@ -91,7 +91,7 @@ def _managed_job(managed_by: str) -> dict[str, Any]:
 def test_managed_by_is_immutable_on_update(module_namespace: Namespace) -> None:
     ns = module_namespace
     ns.apply(_managed_job("kubeflow.org/training-operator"))
-    immutable = "spec.runPolicy.managedBy: Invalid value: 'kueue.x-k8s.io/multikueue': field is immutable"
+    immutable = 'spec.runPolicy.managedBy: Invalid value: "kueue.x-k8s.io/multikueue": field is immutable'
 
     res = ns.apply(_managed_job("kueue.x-k8s.io/multikueue"), check=False)
     assert res.returncode != 0 and DENIED in res.stderr and immutable in res.stderr, res.stderr
