@@ -153,9 +153,38 @@ def spec_schema(info: KindInfo) -> Json:
     _property(schema, (info.replica_field, "*"))["properties"]["template"] = replaced
     for path, extra in SPEC_EXTRAS.items():
         _property(schema, path).update(copy.deepcopy(extra))
+    _name_replica_types(info, _property(schema, (info.replica_field,)))
     if info.replica_field not in schema.get("required", ()):
         raise ValueError(f"{info.kind}: spec must require {info.replica_field}")
     return schema
+
+
+def _name_replica_types(info: KindInfo, replica_map: Json) -> None:
+    """Give each canonical replica type its own property, so `kubectl explain` can walk
+    `spec.<map>.Worker.template.spec.containers` (it cannot step through a map key).
+
+    Unknown keys are preserved rather than pruned: defaulting moves `worker` to `Worker` and validation
+    rejects unknown types with a message, where pruning would drop them silently. Only `Worker` keeps the
+    pod template's descriptions; the other copies carry the same schema without them, because the CRD is
+    one etcd object (1.5 MiB) and TFJob/MXJob would otherwise need five or six full copies.
+    """
+    value = replica_map.pop("additionalProperties")
+    replica_map["properties"] = {
+        rtype: {
+            **(copy.deepcopy(value) if rtype == "Worker" else _without_descriptions(value)),
+            "description": f"The {rtype} replicas: their count, pod template and restart policy.",
+        }
+        for rtype in info.replica_types
+    }
+    replica_map["x-kubernetes-preserve-unknown-fields"] = True
+
+
+def _without_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
 
 
 def status_schema() -> Json:

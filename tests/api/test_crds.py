@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from api import crds
-from api.kinds import KINDS
+from api.kinds import KINDS, TFJOB
 from trainop.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,17 +128,44 @@ def test_defaults_only_where_kubeflow_or_list_map_keys_need_them(committed: dict
     assert defaults == {
         ".spec.runPolicy.suspend",
         *(
-            f".spec.tfReplicaSpecs{{}}.template.spec.{containers}[].ports[].protocol"
+            f".spec.tfReplicaSpecs.{rtype}.template.spec.{containers}[].ports[].protocol"
+            for rtype in TFJOB.replica_types
             for containers in ("containers", "initContainers", "ephemeralContainers")
         ),
-        ".spec.tfReplicaSpecs{}.template.spec.imagePullSecrets[].name",
+        *(
+            f".spec.tfReplicaSpecs.{rtype}.template.spec.imagePullSecrets[].name"
+            for rtype in TFJOB.replica_types
+        ),
     }
+
+
+def test_each_replica_type_is_a_property_so_kubectl_explain_can_walk_it(committed: dict[str, Json]) -> None:
+    for info in KINDS.values():
+        replica_map = schema_of(committed[info.kind])["properties"]["spec"]["properties"][info.replica_field]
+        assert list(replica_map["properties"]) == sorted(info.replica_types)
+        # Unknown or lower-case keys are kept for defaulting to fix and validation to reject by name.
+        assert replica_map["x-kubernetes-preserve-unknown-fields"] is True
+        assert "additionalProperties" not in replica_map
+
+
+def test_only_worker_keeps_the_pod_template_descriptions_to_bound_the_crd_size(
+    committed: dict[str, Json],
+) -> None:
+    replica_map = schema_of(committed["TFJob"])["properties"]["spec"]["properties"]["tfReplicaSpecs"]
+    assert (
+        "description" in replica_map["properties"]["Worker"]["properties"]["template"]["properties"]["spec"]
+    )
+    assert (
+        "description" not in replica_map["properties"]["PS"]["properties"]["template"]["properties"]["spec"]
+    )
+    largest = max(len(json.dumps(crd, separators=(",", ":"))) for crd in committed.values())
+    assert largest < 1024 * 1024  # etcd stores a CRD as one object of at most 1.5 MiB
 
 
 def test_pod_template_is_kubernetes_own_schema(committed: dict[str, Json]) -> None:
     for info in KINDS.values():
         replica = schema_of(committed[info.kind])["properties"]["spec"]["properties"][info.replica_field]
-        template = replica["additionalProperties"]["properties"]["template"]
+        template = replica["properties"]["Worker"]["properties"]["template"]
         containers = template["properties"]["spec"]["properties"]["containers"]
         assert template["properties"]["spec"]["required"] == ["containers"]
         assert containers["type"] == "array"

@@ -46,12 +46,13 @@ def test_crds_apply_server_side_and_are_established(stack: TrainopStack) -> None
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_kubectl_explain_reaches_pod_template_containers(stack: TrainopStack, kind: str) -> None:
     field = KINDS[kind]["field"]
-    # A replica map is map[string]ReplicaSpec: kubectl explain addresses the value type's fields
-    # directly after the map (`...ReplicaSpecs.template`), there is no `.Worker.` step (as in Kubeflow).
+    # Each canonical replica type is a property of the map, so explain walks `...ReplicaSpecs.Worker...`.
     res = stack.kubectl("explain", f"{kind.lower()}.spec.{field}")
-    assert "<map[string]Object>" in res.stdout
-    res = stack.kubectl("explain", f"{kind.lower()}.spec.{field}.template.spec.containers")
+    assert "Worker\t<Object>" in res.stdout
+    res = stack.kubectl("explain", f"{kind.lower()}.spec.{field}.Worker.template.spec.containers")
     assert "FIELD: containers <[]Object>" in res.stdout
     assert "image\t<string>" in res.stdout
-    res = stack.kubectl("explain", f"{kind.lower()}.spec.{field}.template.spec.containers.resources.limits")
+    res = stack.kubectl(
+        "explain", f"{kind.lower()}.spec.{field}.Worker.template.spec.containers.resources.limits"
+    )
     assert "FIELD: limits <map[string]Object>" in res.stdout
