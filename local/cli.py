@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from api.defaults import apply_defaults
 from api.kinds import kind_info
+from api.schema import schema_errors
 from api.validation import validate
 from local.display import Display, LiveDisplay, PlainDisplay, table
 from local.manifest import ManifestError, as_created, load
@@ -58,6 +59,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_NOT_RUNNABLE
     now = datetime.now(UTC)
     job = apply_defaults(as_created(manifest.job, now))
+    problems = schema_errors(job)
+    if problems:
+        # What the apiserver's schema validation and kubectl's strict field validation would refuse.
+        details = "; ".join(str(p) for p in problems)
+        print(
+            f'error: {args.file}: the {job["kind"]} "{job["metadata"].get("name")}" is invalid: {details}',
+            file=sys.stderr,
+        )
+        return EXIT_NOT_RUNNABLE
     result = validate(job)
     for warning in result.warnings:
         print(f"Warning: {warning}", file=sys.stderr)

@@ -75,6 +75,17 @@ def test_an_invalid_job_exits_2_with_the_message_kubectl_would_show(tmp_path: Pa
     assert not (tmp_path / "run").exists()
 
 
+def test_a_misspelt_field_exits_2_naming_it_as_the_apiserver_would(tmp_path: Path) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, ["true"], workingdir="/tmp"))
+    result = trainop(str(job), "--workdir", str(tmp_path / "run"))
+    assert result.returncode == 2
+    assert (
+        'spec.pytorchReplicaSpecs.Master.template.spec.containers[0].workingdir: unknown field "workingdir"'
+        in result.stderr
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_file_that_is_not_one_job_exits_2(tmp_path: Path) -> None:
     path = tmp_path / "cm.yaml"
     path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
