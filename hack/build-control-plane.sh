@@ -12,6 +12,8 @@
 # be fetched by its own module path (`module metacontroller`); if the one replace trick fails,
 # the error is written to $CACHE/metacontroller-unavailable.txt and the suite uses a stand-in.
 set -euo pipefail
+# shellcheck source=hack/lib/toolchains.sh
+. "$(dirname "$0")/lib/toolchains.sh"
 
 CACHE="${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}"
 BIN="$CACHE/bin"

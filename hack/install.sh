@@ -3,6 +3,8 @@
 # examples need. Idempotent: on a prepared machine it finishes in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=hack/lib/toolchains.sh
+. hack/lib/toolchains.sh
 PYTHON=${PYTHON:-python3}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }

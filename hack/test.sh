@@ -3,6 +3,8 @@
 # then every test including the end-to-end ones. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=hack/lib/toolchains.sh
+. hack/lib/toolchains.sh
 PYTHON=${PYTHON:-python3}
 
 bash hack/install.sh
