@@ -17,3 +17,5 @@ fi
 
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 PYTHON="$PYTHON" bash examples/install.sh
+# pyenv exposes new console scripts (`trainop`) through shims made by a rehash.
+if command -v pyenv >/dev/null; then pyenv rehash || true; fi
