@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from api import constants as c
+from api.jsonpath import dig
 from api.kinds import KINDS, KindInfo
 from api.models import spec_model
 
@@ -63,7 +64,7 @@ def _quote_all(values: Iterable[str]) -> str:
 def validate(job: Json, old: Json | None = None) -> Result:
     """Validate `job` (CREATE), or the transition `old` -> `job` (UPDATE)."""
     result = Result()
-    if old is not None and _get(old, "spec") == _get(job, "spec") and old.get("kind") == job.get("kind"):
+    if old is not None and dig(old, "spec") == dig(job, "spec") and old.get("kind") == job.get("kind"):
         # Metadata-only updates (labels, finalizers, deletion) must pass even for a job that was
         # admitted before the webhook existed and would fail validation today.
         return result
@@ -358,16 +359,8 @@ _KIND_CHECKS: dict[str, Callable[[KindInfo, Json, Result], None]] = {
 }
 
 
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _replica_type_set(info: KindInfo, job: Json) -> set[str]:
-    replicas = _get(job, "spec", info.replica_field)
+    replicas = dig(job, "spec", info.replica_field)
     if not isinstance(replicas, dict):
         return set()
     return {info.canonical_type(k) or k for k in replicas}
@@ -375,7 +368,7 @@ def _replica_type_set(info: KindInfo, job: Json) -> set[str]:
 
 def _check_update(info: KindInfo, old: Json, new: Json, result: Result) -> None:
     for path in (("runPolicy", "managedBy"), ("runPolicy", "schedulingPolicy", "queue")):
-        before, after = _get(old, "spec", *path), _get(new, "spec", *path)
+        before, after = dig(old, "spec", *path), dig(new, "spec", *path)
         if before != after:
             result.error(
                 "spec." + ".".join(path),

@@ -75,20 +75,12 @@ def pod_group(ctx: JobContext, observed: Json | None) -> Json:
         spec["queue"] = existing or policy.get("queue") or "default"
         if policy.get("priorityClass"):
             spec["priorityClassName"] = policy["priorityClass"]
-        return {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": metadata,
-            "spec": spec,
-        }
-    if policy.get("scheduleTimeoutSeconds") is not None:
-        spec["scheduleTimeoutSeconds"] = policy["scheduleTimeoutSeconds"]
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": metadata,
-        "spec": spec,
-    }
+        api_version = "scheduling.volcano.sh/v1beta1"
+    else:
+        if policy.get("scheduleTimeoutSeconds") is not None:
+            spec["scheduleTimeoutSeconds"] = policy["scheduleTimeoutSeconds"]
+        api_version = "scheduling.x-k8s.io/v1alpha1"
+    return {"apiVersion": api_version, "kind": "PodGroup", "metadata": metadata, "spec": spec}
 
 
 def holds_pods(ctx: JobContext, observed: Json | None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from api.jsonpath import dig
 from api.kinds import KINDS
 from hooks.times import is_timestamp
 
@@ -128,18 +129,18 @@ _LIST_FIELDS = (
 def _child_shape_problem(obj: Json) -> str | None:
     """Why an observed child cannot have come from the apiserver, or None."""
     for path in _OBJECT_FIELDS:
-        value = _at(obj, path)
+        value = dig(obj, *path)
         if value is not None and not isinstance(value, dict):
             return f"{'.'.join(path)} must be an object"
     for path in _LIST_FIELDS:
-        value = _at(obj, path)
+        value = dig(obj, *path)
         if value is None:
             continue
         if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
             return f"{'.'.join(path)} must be a list of objects"
     statuses = [
-        *(_at(obj, ("status", "containerStatuses")) or []),
-        *(_at(obj, ("status", "initContainerStatuses")) or []),
+        *(dig(obj, "status", "containerStatuses") or []),
+        *(dig(obj, "status", "initContainerStatuses") or []),
     ]
     for status in statuses:
         count = status.get("restartCount")
@@ -152,14 +153,6 @@ def _child_shape_problem(obj: Json) -> str | None:
             ):
                 return f"status.containerStatuses[].{field} must be an object of objects"
     return None
-
-
-def _at(obj: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def _objects(value: Any) -> bool:

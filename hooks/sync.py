@@ -14,6 +14,7 @@ from typing import Any
 
 from api import constants as c
 from api.defaults import apply_defaults
+from api.jsonpath import dig
 from api.kinds import KindInfo, kind_info
 from api.validation import validate
 from hooks import children as build
@@ -53,9 +54,7 @@ class SyncResult:
 
 
 def managed_elsewhere(job: Json) -> bool:
-    spec = job.get("spec")
-    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
-    managed_by = run_policy.get("managedBy") if isinstance(run_policy, dict) else None
+    managed_by = dig(job, "spec", "runPolicy", "managedBy")
     # A non-string managedBy names no controller: validation reports it below.
     return isinstance(managed_by, str) and bool(managed_by) and managed_by != c.MANAGED_BY_US
 
@@ -85,9 +84,7 @@ def _invalid(info: KindInfo, job: Json, previous: Json, message: str, now: datet
     conditions = set_condition(previous_conditions, c.FAILED, "True", reason, message, stamp)
     status = {**previous, "conditions": conditions}
     status.setdefault("completionTime", stamp)
-    spec = job.get("spec")
-    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
-    ttl = run_policy.get("ttlSecondsAfterFinished") if isinstance(run_policy, dict) else None
+    ttl = dig(job, "spec", "runPolicy", "ttlSecondsAfterFinished")
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
         return SyncResult(status=status, children=[])
     remaining = (parse_timestamp(status["completionTime"]) - now).total_seconds() + ttl
