@@ -189,7 +189,7 @@ build_metacontroller() {
   # Prove the binary runs before it takes the real name.
   "$BIN/metacontroller.tmp" --help >"$CACHE/.metacontroller-help.txt" 2>&1 || {
     cat "$CACHE/.metacontroller-help.txt"; return 1; }
-  grep -q -- '--discovery-interval' "$CACHE/.metacontroller-help.txt"
+  grep -q -- '-discovery-interval' "$CACHE/.metacontroller-help.txt"
   mkdir -p "$(dirname "$MC_CRDS")" "$MC_CHART_DIR"
   cp manifests/production/metacontroller-crds-v1.yaml "$MC_CRDS.tmp"
   chmod 0644 "$MC_CRDS.tmp"

@@ -24,7 +24,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -35,9 +34,10 @@ from typing import IO
 
 HERE = Path(__file__).resolve().parent
 KWOK_STAGES = HERE / "kwok-stages.yaml"
-STANDIN_METACONTROLLER = HERE / "standin_metacontroller.py"
-STANDIN_METACONTROLLER_CRDS = HERE / "standin-metacontroller-crds.yaml"
-CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+CHART_VALUES = HERE.parents[1] / "charts" / "trainop" / "values.yaml"
+CONTROL_PLANE_BINARIES = (
+    "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "metacontroller"
+)  # fmt: skip
 NODE_NAME = "kwok-node-0"
 # Go and Python clients must never send loopback traffic through a proxy the machine may set.
 NO_PROXY_ENV = {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
@@ -56,13 +56,24 @@ def missing_binaries(bin_dir: Path, names: Iterable[str] = CONTROL_PLANE_BINARIE
     return [n for n in names if not os.access(bin_dir / n, os.X_OK)]
 
 
-def metacontroller_unavailable_reason(cache_dir: Path | None = None) -> str | None:
-    """The build script's recorded reason why Metacontroller could not be built, if any."""
-    path = (cache_dir or default_cache_dir()) / "metacontroller-unavailable.txt"
-    try:
-        return path.read_text()
-    except OSError:
-        return None
+def chart_metacontroller_args() -> list[str]:
+    """``metacontroller.commandArgs`` of the chart's values.yaml: the e2e suite runs Metacontroller as
+    the chart does. Parsed by hand because this module needs no third-party package."""
+    args: list[str] = []
+    inside = False
+    for line in CHART_VALUES.read_text().splitlines():
+        if line.strip() == "commandArgs:" and line.startswith("  ") and not line.startswith("   "):
+            inside = True
+            continue
+        if inside:
+            stripped = line.strip()
+            if stripped.startswith("- "):
+                args.append(stripped[2:].strip().strip('"'))
+            elif stripped and not stripped.startswith("#"):
+                break
+    if not args:
+        raise ControlPlaneError(f"no metacontroller.commandArgs in {CHART_VALUES}")
+    return args
 
 
 def free_ports(n: int) -> list[int]:
@@ -235,6 +246,7 @@ class ControlPlane:
         # Every process ever started, kept after teardown so callers can verify nothing survived.
         self.started: list[ManagedProcess] = []
         self.timings: dict[str, float] = {}
+        self.metacontroller_metrics_port: int | None = None
         (
             self.etcd_port,
             self.etcd_peer_port,
@@ -601,39 +613,40 @@ class ControlPlane:
         self.timings["node_ready"] = time.monotonic() - self._t0
 
     # ------------------------------------------------------------------ metacontroller
-    @property
-    def metacontroller_is_standin(self) -> bool:
-        """True when the real binary is missing and ``standin_metacontroller.py`` is used instead."""
-        return not os.access(self.bin_dir / "metacontroller", os.X_OK)
-
     def metacontroller_crds(self) -> Path:
-        if self.metacontroller_is_standin:
-            return STANDIN_METACONTROLLER_CRDS
-        # Copied from the Go module cache by hack/build-control-plane.sh next to bin/.
+        # Copied from the Metacontroller source by hack/build-control-plane.sh next to bin/.
         return self.bin_dir.parent / "manifests" / "metacontroller-crds-v1.yaml"
 
-    def start_metacontroller(self, extra_args: Sequence[str] = (), timeout: float = 60.0) -> ManagedProcess:
-        """Start Metacontroller (or its test stand-in) out of cluster; its CRDs must be installed.
+    def metacontroller_argv(self, extra_args: Sequence[str] = ()) -> tuple[list[str], int]:
+        """The chart's Metacontroller flags with its listen addresses moved to free loopback ports.
 
-        Hooks are then registered by applying CompositeController objects whose
-        ``webhook.url`` points at a loopback gunicorn.
+        Returns the argv and the health port; ``extra_args`` override a chart flag of the same name.
         """
-        (health_port,) = free_ports(1)
-        probe = f"--health-probe-bind-address=127.0.0.1:{health_port}"
-        if self.metacontroller_is_standin:
-            argv: list[str | os.PathLike[str]] = [
-                sys.executable, STANDIN_METACONTROLLER, f"--kubeconfig={self.kubeconfig}", probe,
-                "--discovery-interval=2s",
-            ]  # fmt: skip
-        else:
-            # Flags from control-plane.md §6.3: the real binary reads KUBECONFIG (set in self.env)
-            # through controller-runtime; a short discovery interval lets it see new CRDs quickly.
-            argv = [
-                self.bin_dir / "metacontroller", "--discovery-interval=2s", "--metrics-address=0", probe,
-                "--zap-log-level=4",
-            ]  # fmt: skip
-        proc = self.start_process("metacontroller", [*argv, *extra_args])
-        self.wait_http("metacontroller /readyz", f"http://127.0.0.1:{health_port}/readyz", None, timeout)
+        health_port, metrics_port = free_ports(2)
+        local = {
+            "--health-probe-bind-address": f"127.0.0.1:{health_port}",
+            "--metrics-address": f"127.0.0.1:{metrics_port}",
+        }
+        flags = {arg.split("=", 1)[0]: arg for arg in [*chart_metacontroller_args(), *extra_args]}
+        flags.update({name: f"{name}={value}" for name, value in local.items()})
+        self.metacontroller_metrics_port = metrics_port
+        return [str(self.bin_dir / "metacontroller"), *flags.values()], health_port
+
+    def start_metacontroller(self, extra_args: Sequence[str] = (), timeout: float = 60.0) -> ManagedProcess:
+        """Start the real Metacontroller out of cluster with the chart's flags; its CRDs must be installed.
+
+        It reads ``KUBECONFIG`` (set in ``self.env``) through controller-runtime. Hooks are then registered
+        by applying CompositeController objects whose ``webhook.url`` points at a loopback gunicorn.
+        """
+        if missing_binaries(self.bin_dir, ["metacontroller"]):
+            raise ControlPlaneError(
+                f"metacontroller is missing from {self.bin_dir}: run hack/build-control-plane.sh"
+            )
+        argv, health_port = self.metacontroller_argv(extra_args)
+        proc = self.start_process("metacontroller", argv)
+        self.wait_http(
+            "metacontroller /readyz", f"http://127.0.0.1:{health_port}/readyz", None, timeout, watch=[proc]
+        )
         self.timings["metacontroller_ready"] = time.monotonic() - self._t0
         return proc
 

@@ -2,7 +2,7 @@
 
 Brings up etcd + kube-apiserver + KCM + scheduler + kwok, creates a namespace and two pods that kwok
 drives to Succeeded and to Failed (exit code 137), prints timings, tears down and checks that no
-process survived. ``--metacontroller`` also runs Metacontroller (or its stand-in) against a toy CRD
+process survived. ``--metacontroller`` also runs the real Metacontroller against a toy CRD
 and an in-process sync hook, and checks child creation, parent status and garbage collection.
 Exits non-zero on any failure; the work dir (component logs) is kept on failure.
 """
@@ -180,8 +180,7 @@ def check_metacontroller(cp: ControlPlane) -> dict[str, float]:
             timeout=60,
         )
         timings["cr_delete_to_child_gone"] = time.monotonic() - t
-        kind = "stand-in" if cp.metacontroller_is_standin else "real binary"
-        print(f"metacontroller ({kind}): child created, status synced, child garbage-collected")
+        print("metacontroller: child created, status synced, child garbage-collected")
         return timings
     finally:
         server.shutdown()
@@ -191,7 +190,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--bin-dir", type=Path, default=default_bin_dir())
     ap.add_argument(
-        "--metacontroller", action="store_true", help="also check Metacontroller (or its stand-in)"
+        "--metacontroller", action="store_true", help="also check Metacontroller"
     )
     ap.add_argument("--keep", action="store_true", help="keep the work dir with the component logs")
     args = ap.parse_args()

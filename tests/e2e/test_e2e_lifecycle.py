@@ -2,7 +2,7 @@
 
 Pods never run anything: kwok moves them through Pending -> Running -> Succeeded/Failed as their
 ``e2e.kwok.io/*`` annotations say (tests/e2e/kwok-stages.yaml); everything else is the real apiserver,
-scheduler, garbage collector, Metacontroller (stand-in) and our hooks and webhooks.
+scheduler, garbage collector, the real Metacontroller and our hooks and webhooks.
 """
 
 from __future__ import annotations

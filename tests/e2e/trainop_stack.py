@@ -11,8 +11,9 @@
    with our message and a dry-run of a valid one comes back defaulted;
 3. our sync hooks under gunicorn on plain HTTP, with ``TRAINOP_KUBECONFIG`` so they can delete jobs whose
    ``ttlSecondsAfterFinished`` expired;
-4. Metacontroller (the test stand-in while the real binary cannot be built) and the CompositeControllers
-   of ``manifests/compositecontrollers.yaml`` with only the hook URL replaced.
+4. the real Metacontroller, run with the chart's flags, and the CompositeControllers of
+   ``manifests/compositecontrollers.yaml`` with only the hook URL replaced; it waits until Metacontroller's
+   log says each controller started.
 
 Teardown deletes the webhook configurations, then stops every process group in reverse start order.
 """
@@ -222,7 +223,7 @@ def urlpath(url: str | None) -> str:
 
 
 class TrainopStack:
-    """Control plane + webhooks + hooks + Metacontroller (or stand-in); see the module docstring."""
+    """Control plane + webhooks + hooks + Metacontroller; see the module docstring."""
 
     def __init__(
         self,
@@ -360,24 +361,27 @@ class TrainopStack:
         self.wait_controllers_started(0, timeout)
 
     def wait_controllers_started(self, log_offset: int, timeout: float = 60.0) -> None:
-        """Stand-in only: wait until its log (from ``log_offset``) says every controller started."""
-        if not self.cp.metacontroller_is_standin:
-            return  # the real binary's log format is not ours to parse; jobs are synced once it is up
+        """Wait until Metacontroller's log (from ``log_offset``) says every CompositeController started.
+
+        Its JSON line "Starting CompositeController" carries the controller object, whose name is
+        matched as the JSON string ``"name":"<controller>"``.
+        """
         log = self.process("metacontroller").log_path
 
         def started() -> bool:
             with log.open("rb") as fh:
                 fh.seek(log_offset)
                 text = fh.read().decode(errors="replace")
-            return all(f"controller {n}: started" in text for n in self.controllers)
+            lines = [ln for ln in text.splitlines() if "Starting CompositeController" in ln]
+            return all(any(f'"name":"{n}"' in ln for ln in lines) for n in self.controllers)
 
         self.cp.wait_until("CompositeControllers started", started, timeout=timeout, interval=0.2)
 
     def restart_metacontroller(self, extra_args: Sequence[str] = ()) -> None:
-        """Replace the running Metacontroller (stand-in) by one started with ``extra_args``."""
+        """Replace the running Metacontroller by one started with the chart's flags plus ``extra_args``."""
         old = self.process("metacontroller")
         self.cp.stop_process(old)
-        offset = old.log_path.stat().st_size
+        offset = old.log_path.stat().st_size  # the new process appends to the same log
         self.metacontroller_args = list(extra_args)
         self.cp.start_metacontroller(extra_args=self.metacontroller_args)
         self.wait_controllers_started(offset)
