@@ -189,9 +189,7 @@ def check_metacontroller(cp: ControlPlane) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--bin-dir", type=Path, default=default_bin_dir())
-    ap.add_argument(
-        "--metacontroller", action="store_true", help="also check Metacontroller"
-    )
+    ap.add_argument("--metacontroller", action="store_true", help="also check Metacontroller")
     ap.add_argument("--keep", action="store_true", help="keep the work dir with the component logs")
     args = ap.parse_args()
     missing = missing_binaries(args.bin_dir)
