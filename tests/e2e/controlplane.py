@@ -247,6 +247,8 @@ class ControlPlane:
         self.started: list[ManagedProcess] = []
         self.timings: dict[str, float] = {}
         self.metacontroller_metrics_port: int | None = None
+        # Extra kube-apiserver flags (e.g. an audit policy), kept so a restarted apiserver gets them too.
+        self.apiserver_args: list[str] = []
         (
             self.etcd_port,
             self.etcd_peer_port,
@@ -508,7 +510,7 @@ class ControlPlane:
             # Loopback endpoints for the kubernetes Service fail validation and log errors forever.
             "--endpoint-reconciler-type=none",
             "--allow-privileged=true", "--profiling=false", "--v=1",
-            *extra_args,
+            *self.apiserver_args, *extra_args,
         ])  # fmt: skip
         self.write_kubeconfig()
         ctx = self.client_ssl_context()
@@ -573,7 +575,7 @@ class ControlPlane:
         ])  # fmt: skip
         return proc
 
-    def create_node(self, name: str = NODE_NAME, timeout: float = 60.0) -> None:
+    def create_node(self, name: str = NODE_NAME, timeout: float = 60.0, pods: int = 250) -> None:
         """A fake node with GPUs; kwok marks it Ready and KCM lifts the not-ready taint.
 
         ephemeral-storage must be declared: a node without it cannot fit any pod that requests some
@@ -583,7 +585,7 @@ class ControlPlane:
             "cpu": "64",
             "memory": "512Gi",
             "ephemeral-storage": "1Ti",
-            "pods": "250",
+            "pods": str(pods),
             "nvidia.com/gpu": "8",
         }
         node = {
