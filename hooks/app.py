@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from flask import Flask, Response, request
 
+from hooks import ttl
 from hooks.kubeapi import Deleter, default_deleter
 from hooks.request import BadRequest, parse
 from hooks.settings import Settings
@@ -63,10 +64,11 @@ def create_app(
                 "finalized": not observed,
             }
         else:
-            result = sync(parent, hook.children, settings, clock())
+            now = clock()
+            result = sync(parent, hook.children, settings, now)
             response = result.response()
             if result.delete_parent:
-                retry = _delete(parent)
+                retry = _delete(parent, now)
                 if retry is not None:  # never a null: nothing in a response may be None
                     response["resyncAfterSeconds"] = retry
         meta = parent["metadata"]
@@ -84,19 +86,26 @@ def create_app(
         )
         return _json(response)
 
-    def _delete(parent: dict[str, Any]) -> float | None:
+    def _delete(parent: dict[str, Any], now: datetime) -> float | None:
+        """Delete the job if the apiserver's copy of it (never the request's) says its TTL expired."""
+        meta = parent["metadata"]
         if deleter is None:
             log.warning(
-                "ttlSecondsAfterFinished expired for %s but the hook has no API credentials",
-                parent["metadata"]["name"],
+                "ttlSecondsAfterFinished expired for %s but the hook has no API credentials", meta["name"]
             )
             return None
         try:
-            deleter.delete_job(parent)
+            server = deleter.get_job(parent["kind"], meta.get("namespace") or "default", meta["name"])
+            decision = ttl.verdict(parent, server, now)
+            if decision.delete and server is not None:
+                deleter.delete_job(server)
         except Exception:
-            log.exception("deleting %s after its TTL failed; retrying", parent["metadata"]["name"])
+            log.exception("deleting %s after its TTL failed; retrying", meta["name"])
             return DELETE_RETRY_SECONDS
-        return None
+        if not decision.delete:
+            entry = {"event": "ttl-not-deleted", "kind": parent["kind"], "namespace": meta.get("namespace")}
+            log.warning(json.dumps({**entry, "name": meta["name"], "reason": decision.reason}))
+        return decision.retry_after
 
     @app.post("/sync")
     def sync_route() -> Response:

@@ -1,8 +1,9 @@
-"""The one API call the hooks make: deleting a job whose ttlSecondsAfterFinished has expired.
+"""The API calls the hooks make: reading a job back, and deleting it once its TTL expired.
 
-Metacontroller cannot delete a parent (its issue #77), so the hook does it, guarded by a UID
-precondition so a same-named successor is never hit. Credentials come from the pod's
-ServiceAccount, or from a kubeconfig named by TRAINOP_KUBECONFIG when running outside a cluster.
+Metacontroller cannot delete a parent (its issue #77), so the hook does it. It never trusts the job in
+the request body for that (hooks.ttl): it reads the job from the apiserver, and deletes with a UID
+precondition so a same-named successor is never hit. Credentials come from the pod's ServiceAccount, or
+from a kubeconfig named by TRAINOP_KUBECONFIG when running outside a cluster.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import ssl
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,11 @@ SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 class Deleter(Protocol):
-    def delete_job(self, job: dict[str, Any]) -> None: ...
+    def get_job(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The apiserver's copy of the job, or None if it does not exist."""
+
+    def delete_job(self, job: dict[str, Any]) -> bool:
+        """Delete `job` (the apiserver's copy) if it still has its uid; False if it was already gone."""
 
 
 @dataclass(frozen=True)
@@ -37,13 +43,36 @@ class ApiClient:
     context: ssl.SSLContext
     token: str | None = None
 
-    def delete_job(self, job: dict[str, Any]) -> None:
+    def _url(self, kind: str, namespace: str, name: str) -> str:
+        plural = kind_info(kind).plural
+        quoted = urllib.parse.quote
+        return (
+            f"{self.server}/apis/kubeflow.org/v1/namespaces/{quoted(namespace, safe='')}/"
+            f"{plural}/{quoted(name, safe='')}"
+        )
+
+    def _open(self, request: urllib.request.Request) -> bytes:
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, context=self.context, timeout=5) as response:
+            data: bytes = response.read()
+            return data
+
+    def get_job(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        request = urllib.request.Request(self._url(kind, namespace, name), method="GET")
+        request.add_header("Accept", "application/json")
+        try:
+            job: dict[str, Any] = json.loads(self._open(request))
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        return job
+
+    def delete_job(self, job: dict[str, Any]) -> bool:
         info = kind_info(str(job["kind"]))
         meta = job["metadata"]
-        url = (
-            f"{self.server}/apis/kubeflow.org/v1/namespaces/{meta.get('namespace') or 'default'}/"
-            f"{info.plural}/{meta['name']}"
-        )
+        url = self._url(info.kind, meta.get("namespace") or "default", meta["name"])
         body = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
@@ -52,16 +81,24 @@ class ApiClient:
         }
         request = urllib.request.Request(url, data=json.dumps(body).encode(), method="DELETE")
         request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, context=self.context, timeout=5):
-                pass
+            self._open(request)
         except urllib.error.HTTPError as exc:
             # Already gone, or a successor with another UID: both mean our job no longer exists.
             if exc.code not in (404, 409):
                 raise
-        log.info(json.dumps({"event": "ttl-deleted", "kind": info.kind, "name": meta["name"]}))
+            return False
+        log.info(
+            json.dumps(
+                {
+                    "event": "ttl-deleted",
+                    "kind": info.kind,
+                    "namespace": meta.get("namespace"),
+                    "name": meta["name"],
+                }
+            )
+        )
+        return True
 
 
 def _data_or_file(entry: dict[str, Any], key: str, tmp: Path) -> str | None:

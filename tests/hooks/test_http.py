@@ -28,14 +28,27 @@ logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)
 
 
 class FakeDeleter:
-    def __init__(self, error: Exception | None = None) -> None:
+    """The apiserver as TTL deletion sees it: `server` is its copy of the one job it holds."""
+
+    def __init__(self, error: Exception | None = None, server: Json | None = None) -> None:
         self.deleted: list[Json] = []
         self.error = error
+        self.server = copy.deepcopy(server)
 
-    def delete_job(self, job: Json) -> None:
+    def get_job(self, kind: str, namespace: str, name: str) -> Json | None:
+        meta = (self.server or {}).get("metadata", {})
+        found = self.server and (self.server["kind"], meta.get("namespace"), meta["name"]) == (
+            kind,
+            namespace,
+            name,
+        )
+        return copy.deepcopy(self.server) if found else None
+
+    def delete_job(self, job: Json) -> bool:
         self.deleted.append(copy.deepcopy(job))
         if self.error:
             raise self.error
+        return True
 
 
 class Clock:
@@ -196,8 +209,8 @@ def expired_ttl_body() -> Json:
 
 
 def test_expired_ttl_deletes_the_job_exactly_once_through_the_deleter():
-    deleter = FakeDeleter()
     body = expired_ttl_body()
+    deleter = FakeDeleter(server=body["parent"])
     response = post(client(deleter, Clock(at(40))), body)
     assert response.status_code == 200
     assert [d["metadata"]["uid"] for d in deleter.deleted] == [body["parent"]["metadata"]["uid"]]
@@ -213,8 +226,9 @@ def test_unexpired_ttl_only_asks_to_come_back():
 
 
 def test_failed_deletion_is_retried_through_resync():
-    deleter = FakeDeleter(error=OSError("apiserver unreachable"))
-    response = post(client(deleter, Clock(at(40))), expired_ttl_body())
+    body = expired_ttl_body()
+    deleter = FakeDeleter(error=OSError("apiserver unreachable"), server=body["parent"])
+    response = post(client(deleter, Clock(at(40))), body)
     assert response.status_code == 200
     assert len(deleter.deleted) == 1
     assert response.get_json()["resyncAfterSeconds"] == DELETE_RETRY_SECONDS

@@ -1,0 +1,175 @@
+"""TTL deletion acts on the apiserver's copy of a job, never on the job a `/sync` caller sends.
+
+Anyone who can reach the hook Service can POST a finished, expired copy of a running job with its real
+uid; these tests pin that such a request deletes nothing, and that a genuinely expired job is still
+deleted (with the server's copy, whose uid guards the DELETE).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime
+from typing import Any
+
+from hooks.app import create_app
+from hooks.settings import Settings
+from hooks.ttl import PENDING_RETRY_SECONDS, verdict
+from tests.builders import job, with_run_policy
+from tests.hooks.fakes import at, stamp
+from tests.hooks.test_http import Clock, FakeDeleter
+
+Json = dict[str, Any]
+NOW = at(100)
+
+
+def running_job(ttl: int = 0) -> Json:
+    out = with_run_policy(
+        job("PyTorchJob", name="train", namespace="ns", Master=1, Worker=1), ttlSecondsAfterFinished=ttl
+    )
+    out["status"] = {
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "PyTorchJobCreated"},
+            {"type": "Running", "status": "True", "reason": "PyTorchJobRunning"},
+        ],
+        "startTime": stamp(0),
+    }
+    return out
+
+
+def finished(obj: Json, at_seconds: float = 10, ctype: str = "Succeeded") -> Json:
+    out = copy.deepcopy(obj)
+    out["status"] = {
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "PyTorchJobCreated"},
+            {"type": "Running", "status": "False", "reason": "PyTorchJobRunning"},
+            {"type": ctype, "status": "True", "reason": f"PyTorchJob{ctype}"},
+        ],
+        "startTime": stamp(0),
+        "completionTime": stamp(at_seconds),
+    }
+    return out
+
+
+def forged_from(server: Json) -> Json:
+    """What an attacker with read access can build: the real object, marked finished long ago."""
+    return finished(server, at_seconds=0)
+
+
+# ---- the decision ------------------------------------------------------------------------------
+def test_a_forged_finished_copy_of_a_running_job_is_not_deleted() -> None:
+    server = running_job()
+    decision = verdict(forged_from(server), server, NOW)
+    assert not decision.delete
+    assert "not finished" in decision.reason
+
+
+def test_a_request_whose_uid_differs_from_the_server_copy_is_not_deleted() -> None:
+    server = finished(running_job())
+    claimed = copy.deepcopy(server)
+    claimed["metadata"]["uid"] = "uid-of-a-predecessor"
+    assert not verdict(claimed, server, NOW).delete
+
+
+def test_a_request_without_a_uid_is_not_deleted() -> None:
+    server = finished(running_job())
+    claimed = copy.deepcopy(server)
+    del claimed["metadata"]["uid"]
+    assert not verdict(claimed, server, NOW).delete
+
+
+def test_a_job_the_apiserver_no_longer_has_is_not_deleted_and_not_retried() -> None:
+    decision = verdict(finished(running_job()), None, NOW)
+    assert (decision.delete, decision.retry_after) == (False, None)
+
+
+def test_the_server_copys_ttl_counts_not_the_requests() -> None:
+    server = finished(running_job(ttl=3600))
+    claimed = with_run_policy(server, ttlSecondsAfterFinished=0)
+    decision = verdict(claimed, server, NOW)
+    assert not decision.delete
+    assert decision.retry_after == 10 + 3600 - 100
+
+
+def test_the_server_copys_completion_time_counts_not_the_requests() -> None:
+    server = finished(running_job(ttl=60), at_seconds=90)
+    claimed = finished(server, at_seconds=0)
+    decision = verdict(claimed, server, NOW)
+    assert (decision.delete, decision.retry_after) == (False, 50)
+
+
+def test_a_server_copy_without_a_ttl_is_not_deleted() -> None:
+    server = finished(running_job())
+    del server["spec"]["runPolicy"]["ttlSecondsAfterFinished"]
+    assert not verdict(server, server, NOW).delete
+
+
+def test_a_finished_job_not_yet_written_back_is_checked_again_soon() -> None:
+    server = running_job()
+    decision = verdict(finished(server), server, NOW)
+    assert decision.retry_after == PENDING_RETRY_SECONDS
+
+
+def test_a_suspended_job_is_not_deleted() -> None:
+    server = with_run_policy(finished(running_job()), suspend=True)
+    assert not verdict(server, server, NOW).delete
+
+
+def test_a_job_already_being_deleted_is_not_deleted_again() -> None:
+    server = finished(running_job())
+    server["metadata"]["deletionTimestamp"] = stamp(50)
+    assert not verdict(server, server, NOW).delete
+
+
+def test_a_job_managed_by_another_controller_is_not_deleted() -> None:
+    server = with_run_policy(finished(running_job()), managedBy="kueue.x-k8s.io/multikueue")
+    assert not verdict(server, server, NOW).delete
+
+
+def test_an_unreadable_completion_time_on_the_server_is_not_deleted() -> None:
+    server = finished(running_job())
+    server["status"]["completionTime"] = "yesterday"
+    assert not verdict(server, server, NOW).delete
+
+
+def test_a_failed_job_past_its_ttl_on_the_server_is_deleted() -> None:
+    server = finished(running_job(ttl=30), ctype="Failed")
+    assert verdict(server, server, NOW).delete
+
+
+def test_a_succeeded_job_exactly_at_its_ttl_is_deleted() -> None:
+    server = finished(running_job(ttl=90))
+    assert verdict(server, server, NOW).delete
+
+
+# ---- through the HTTP server -------------------------------------------------------------------
+def post_sync(deleter: FakeDeleter, parent: Json, now: datetime = NOW) -> Json:
+    app = create_app(Settings(), deleter, Clock(now))
+    body = {"parent": parent, "children": {"Pod.v1": {}, "Service.v1": {}}}
+    response = app.test_client().post("/sync", data=json.dumps(body), content_type="application/json")
+    assert response.status_code == 200, response.data
+    out: Json = response.get_json()
+    return out
+
+
+def test_a_forged_sync_of_a_running_job_deletes_nothing() -> None:
+    server = running_job()
+    deleter = FakeDeleter(server=server)
+    post_sync(deleter, forged_from(server))
+    assert deleter.deleted == []
+
+
+def test_a_sync_of_an_expired_job_deletes_the_servers_copy() -> None:
+    server = finished(running_job(ttl=30))
+    claimed = copy.deepcopy(server)
+    claimed["metadata"]["labels"] = {"from": "the request"}
+    deleter = FakeDeleter(server=server)
+    post_sync(deleter, claimed)
+    assert deleter.deleted == [server]
+
+
+def test_a_declined_deletion_asks_metacontroller_to_come_back_when_the_server_copy_expires() -> None:
+    server = finished(running_job(ttl=3600))
+    claimed = with_run_policy(server, ttlSecondsAfterFinished=0)
+    response = post_sync(FakeDeleter(server=server), claimed)
+    assert response["resyncAfterSeconds"] == 10 + 3600 - 100
