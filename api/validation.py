@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from api import constants as c
 from api.jsonpath import dig
-from api.kinds import KINDS, KindInfo
+from api.kinds import KINDS, MPIJOB, KindInfo
 from api.models import spec_model
 
 Json = dict[str, Any]
@@ -204,7 +204,9 @@ def _check_replica(info: KindInfo, rtype: str, rspec: Json, path: str, result: R
             result.error(f"{cpath}[{i}].name", "Required value: every container needs a name")
         if not container.get("image"):
             result.error(f"{cpath}[{i}].image", "Required value: every container needs an image")
-    if info.default_container not in names:
+    # Kubeflow's MPIJob controller (it has no webhook) works on the first container whatever its name;
+    # every other kind's webhook requires the named container the operator injects into.
+    if info.kind != MPIJOB.kind and info.default_container not in names:
         result.error(
             cpath,
             f'Required value: must have at least one container named "{info.default_container}" '

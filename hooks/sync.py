@@ -192,7 +192,7 @@ class _Sync:
             if rtype is None or pod.phase != "Failed" or pod.deleting:
                 continue
             policy = self.ctx.restart_policy(rtype)
-            code = pod.exit_code(self.info.default_container)
+            code = pod.exit_code(self.fw.exit_code_container(self.ctx, rtype))
             retryable = policy != "ExitCode" or code is None or code >= RETRYABLE_EXIT_CODE
             if policy in self.fw.recreate_policies and retryable:
                 restarting.add(pod.name)

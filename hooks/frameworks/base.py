@@ -80,20 +80,24 @@ class Framework:
         """A permanently failed pod of this type does not fail the job (TF dynamic workers)."""
         return False
 
-    def job_label(self, ctx: JobContext) -> str:
-        return f"{ctx.namespace}/{ctx.name}" if self.qualified_messages else ctx.name
+    def qualified(self, ctx: JobContext) -> bool:
+        """Whether Running/Succeeded messages name the job as `<ns>/<name>` (Kubeflow varies per kind)."""
+        return self.qualified_messages
+
+    def exit_code_container(self, ctx: JobContext, rtype: str) -> str:
+        """The container whose exit code decides ExitCode restarts and ExitedWithCode events."""
+        return self.info.default_container
 
     def running_message(self, ctx: JobContext) -> str:
-        return f"{self.info.kind} {self.job_label(ctx)} is running."
+        label = f"{ctx.namespace}/{ctx.name}" if self.qualified(ctx) else ctx.name
+        return f"{self.info.kind} {label} is running."
 
     def succeeded_message(self, ctx: JobContext) -> str:
-        if self.qualified_messages:
-            return f"{self.info.kind} {self.job_label(ctx)} successfully completed."
+        if self.qualified(ctx):
+            return f"{self.info.kind} {ctx.namespace}/{ctx.name} successfully completed."
         return f"{self.info.kind} {ctx.name} is successfully completed."
 
     def failed_message(self, ctx: JobContext, rtype: str, n: int) -> str:
-        if self.qualified_messages:
-            return f"{self.info.kind} {self.job_label(ctx)} has failed because {n} {rtype} replica(s) failed."
         return f"{self.info.kind} {ctx.name} is failed because {n} {rtype} replica(s) failed."
 
 

@@ -53,6 +53,10 @@ class MPI(Framework):
     def slots(self, ctx: JobContext) -> int:
         return int(ctx.spec.get("slotsPerWorker") or 1)
 
+    def exit_code_container(self, ctx: JobContext, rtype: str) -> str:
+        # Kubeflow's MPI controller works on the first container, whatever its name.
+        return str(ctx.containers(rtype)[0].get("name"))
+
     def env_container_indexes(self, ctx: JobContext, rtype: str, containers: Sequence[Json]) -> list[int]:
         return [0] if rtype == "Launcher" and containers else []
 
@@ -148,17 +152,22 @@ class MPI(Framework):
             key=lambda p: p.name,
         )
         hosts += [ctx.host("Worker", p.index or 0) for p in running]
-        return "#!/bin/sh\n" + "".join(f"echo {host}:{n}\n" for host, n in _merge_slots(hosts, slots))
+        # Kubeflow's bytes: no trailing newline, and a blank line after a GPU launcher's entry.
+        script = "#!/bin/sh"
+        for i, (host, n) in enumerate(_merge_slots(hosts, slots)):
+            script += f"\necho {host}:{n}" + ("\n" if i == 0 and self.gpu_launcher(ctx) else "")
+        return script
 
     def kubexec(self, ctx: JobContext) -> str:
         container = ctx.spec.get("mainContainer")
         target = f" --container {container}" if container else ""
+        # No trailing newline, as Kubeflow writes it.
         return (
             "#!/bin/sh\n"
             "set -x\n"
             "POD_NAME=$1\n"
             "shift\n"
-            f'{KUBECTL_DIR}/kubectl exec ${{POD_NAME}}{target} -- /bin/sh -c "$*"\n'
+            f'{KUBECTL_DIR}/kubectl exec ${{POD_NAME}}{target} -- /bin/sh -c "$*"'
         )
 
     def extra_children(self, ctx: JobContext, pods: Sequence[ObservedPod], active: bool) -> list[Json]:

@@ -10,6 +10,10 @@ from hooks.frameworks.base import Framework, Json, env
 class Paddle(Framework):
     info = PADDLEJOB
 
+    def qualified(self, ctx: JobContext) -> bool:
+        # Kubeflow switches on whether a Master spec exists: worker-only jobs get `<ns>/<name>`.
+        return not ctx.has("Master")
+
     def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
         out = [
             env("PYTHONUNBUFFERED", "1"),

@@ -16,6 +16,10 @@ HPA_KEY = "HorizontalPodAutoscaler.autoscaling/v2"
 class PyTorch(Framework):
     info = PYTORCHJOB
 
+    def qualified(self, ctx: JobContext) -> bool:
+        # Kubeflow switches on whether a Master spec exists: worker-only jobs get `<ns>/<name>`.
+        return not ctx.has("Master")
+
     def _nproc(self, ctx: JobContext) -> int:
         value = ctx.spec.get("nprocPerNode")
         # auto/cpu/gpu are resolved by torchrun inside the pod; WORLD_SIZE then counts pods (Kubeflow #1790).

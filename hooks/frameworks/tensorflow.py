@@ -56,5 +56,8 @@ class TensorFlow(Framework):
             worker0 and worker0.phase == "Succeeded" and worker0.exit_code(self.info.default_container) == 0
         )
 
+    def failed_message(self, ctx: JobContext, rtype: str, n: int) -> str:
+        return f"TFJob {ctx.namespace}/{ctx.name} has failed because {n} {rtype} replica(s) failed."
+
     def tolerates_failure(self, ctx: JobContext, rtype: str) -> bool:
         return rtype == "Worker" and bool(ctx.spec.get("enableDynamicWorker"))

@@ -400,7 +400,7 @@ class TestMPIChildren:
         data = by_name(desired(spec), "ConfigMap")["hvd-config"]["data"]
         assert data["kubexec.sh"] == (
             "#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n"
-            '/opt/kube/kubectl exec ${POD_NAME} --container trainer -- /bin/sh -c "$*"\n'
+            '/opt/kube/kubectl exec ${POD_NAME} --container trainer -- /bin/sh -c "$*"'
         )
 
     def test_gpu_launcher_is_in_the_hostfile_and_keeps_nvidia_variables(self):
@@ -411,6 +411,7 @@ class TestMPIChildren:
         cluster.run()
         data = by_name(cluster.sync().children, "ConfigMap")["hvd-config"]["data"]
         assert data["hostfile"] == "hvd-launcher slots=4\nhvd-worker-0 slots=4\n"
-        assert data["discover_hosts.sh"] == "#!/bin/sh\necho hvd-launcher:4\necho hvd-worker-0:4\n"
+        # Kubeflow's bytes: a blank line after the launcher's entry, no trailing newline.
+        assert data["discover_hosts.sh"] == "#!/bin/sh\necho hvd-launcher:4\n\necho hvd-worker-0:4"
         env = {e["name"] for e in cluster.pod("hvd-launcher")["spec"]["containers"][0]["env"]}
         assert not env & {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}

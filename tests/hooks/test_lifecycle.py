@@ -323,7 +323,7 @@ FAILURES = [
         1,
         "PaddleJob j is failed because 1 Worker replica(s) failed.",
     ),
-    (spec("JAXJob", Worker=2), "j-worker-0", 1, "JAXJob ns/j has failed because 1 Worker replica(s) failed."),
+    (spec("JAXJob", Worker=2), "j-worker-0", 1, "JAXJob j is failed because 1 Worker replica(s) failed."),
     (
         spec("MXJob", Scheduler=1, Server=1, Worker=1),
         "j-server-0",

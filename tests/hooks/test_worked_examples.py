@@ -232,9 +232,9 @@ class TestA4MPIHvd:
         cluster = Cluster(self.JOB)
         data = by_name(cluster.sync().children, "ConfigMap")["hvd-config"]["data"]
         assert data["hostfile"] == "hvd-worker-0 slots=2\nhvd-worker-1 slots=2\n"
-        assert data["discover_hosts.sh"] == "#!/bin/sh\n"
+        assert data["discover_hosts.sh"] == "#!/bin/sh"
         assert data["kubexec.sh"] == (
-            '#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n/opt/kube/kubectl exec ${POD_NAME} -- /bin/sh -c "$*"\n'
+            '#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n/opt/kube/kubectl exec ${POD_NAME} -- /bin/sh -c "$*"'
         )
 
     def test_discover_hosts_lists_running_workers(self):
@@ -242,10 +242,10 @@ class TestA4MPIHvd:
         cluster.sync()
         cluster.run("hvd-worker-1")
         data = by_name(cluster.sync().children, "ConfigMap")["hvd-config"]["data"]
-        assert data["discover_hosts.sh"] == "#!/bin/sh\necho hvd-worker-1:2\n"
+        assert data["discover_hosts.sh"] == "#!/bin/sh\necho hvd-worker-1:2"
         cluster.run("hvd-worker-0")
         data = by_name(cluster.sync().children, "ConfigMap")["hvd-config"]["data"]
-        assert data["discover_hosts.sh"] == "#!/bin/sh\necho hvd-worker-0:2\necho hvd-worker-1:2\n"
+        assert data["discover_hosts.sh"] == "#!/bin/sh\necho hvd-worker-0:2\necho hvd-worker-1:2"
 
     def test_rbac(self):
         children = Cluster(self.JOB).converge().children

@@ -106,6 +106,16 @@ def test_a_replica_without_the_default_container_is_denied(client: FlaskClient) 
     )
 
 
+def test_an_mpijob_whose_containers_have_other_names_is_allowed(client: FlaskClient) -> None:
+    # Kubeflow's examples/mpi/tensorflow-mnist-elastic.yaml: its controller uses the first container.
+    raw = job(
+        "MPIJob",
+        Launcher=replica("MPIJob", 1, [container("mpi-launcher")]),
+        Worker=replica("MPIJob", 2, [container("mpi-worker")]),
+    )
+    assert validated(client, raw)["allowed"] is True
+
+
 def test_a_replica_without_containers_is_denied(client: FlaskClient) -> None:
     message = denial(client, job("JAXJob", Worker=with_template("JAXJob", {"containers": []})))
     assert message.startswith("spec.jaxReplicaSpecs[Worker].template.spec.containers: Required value")
