@@ -228,6 +228,10 @@ def generate_pki(pki: Path) -> None:
 class ControlPlane:
     """etcd + kube-apiserver + KCM + scheduler + kwok on 127.0.0.1; see the module docstring."""
 
+    # A list flag: a second --authorization-mode in extra args would repeat RBAC, which the apiserver
+    # refuses, so a subclass with a real kubelet (Node authorizer) overrides this instead.
+    authorization_mode = "RBAC"
+
     def __init__(
         self,
         bin_dir: Path,
@@ -506,7 +510,7 @@ class ControlPlane:
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             "--service-cluster-ip-range=10.96.0.0/12",
-            "--authorization-mode=RBAC",
+            f"--authorization-mode={self.authorization_mode}",
             # Loopback endpoints for the kubernetes Service fail validation and log errors forever.
             "--endpoint-reconciler-type=none",
             "--allow-privileged=true", "--profiling=false", "--v=1",
