@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from flask import Flask, Response, request
 
-from hooks import ttl
+from hooks import metrics, ttl
 from hooks.kubeapi import Deleter, default_deleter
 from hooks.request import BadRequest, parse
 from hooks.settings import Settings
@@ -48,12 +48,13 @@ def create_app(
 
     def handle(finalizing_route: bool) -> Response:
         started = time.perf_counter()
+        data = request.get_data(cache=False)
         try:
-            body = _loads(request.get_data(cache=False))
-            hook = parse(body)
+            hook = parse(_loads(data))
         except (orjson.JSONDecodeError, ValueError, BadRequest) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "empty body"
             prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
+            log.info(json.dumps({"path": request.path, "code": 400, "error": prefix + reason}))
             return _json({"error": prefix + reason}, 400)
         parent = hook.parent
         if finalizing_route or hook.finalizing:
@@ -67,10 +68,14 @@ def create_app(
             now = clock()
             result = sync(parent, hook.children, settings, now)
             response = result.response()
+            metrics.record_transitions(parent, result.status)
             if result.delete_parent:
                 retry = _delete(parent, now)
                 if retry is not None:  # never a null: nothing in a response may be None
                     response["resyncAfterSeconds"] = retry
+        out = _json(response)
+        elapsed = time.perf_counter() - started
+        metrics.record_call(request.path.strip("/"), parent["kind"], elapsed, len(data))
         meta = parent["metadata"]
         log.info(
             json.dumps(
@@ -80,11 +85,11 @@ def create_app(
                     "namespace": meta.get("namespace"),
                     "name": meta["name"],
                     "children": len(response["children"]),
-                    "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                    "latency_ms": round(elapsed * 1000, 2),
                 }
             )
         )
-        return _json(response)
+        return out
 
     def _delete(parent: dict[str, Any], now: datetime) -> float | None:
         """Delete the job if the apiserver's copy of it (never the request's) says its TTL expired."""
@@ -97,8 +102,8 @@ def create_app(
         try:
             server = deleter.get_job(parent["kind"], meta.get("namespace") or "default", meta["name"])
             decision = ttl.verdict(parent, server, now)
-            if decision.delete and server is not None:
-                deleter.delete_job(server)
+            if decision.delete and server is not None and deleter.delete_job(server):
+                metrics.record_deleted(server)
         except Exception:
             log.exception("deleting %s after its TTL failed; retrying", meta["name"])
             return DELETE_RETRY_SECONDS
@@ -114,6 +119,11 @@ def create_app(
     @app.post("/finalize")
     def finalize_route() -> Response:
         return handle(finalizing_route=True)
+
+    @app.after_request
+    def count(response: Response) -> Response:
+        metrics.record_response(request.path, response.status_code)
+        return response
 
     @app.get("/healthz")
     def healthz() -> Response:

@@ -19,7 +19,7 @@ from typing import Any, Final
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhooks import admission, codec
+from webhooks import admission, codec, metrics
 from webhooks.admission import AdmissionRequest, BadRequest
 
 Json = dict[str, Any]
@@ -100,7 +100,9 @@ def _admit(path: str, handler: Handler) -> Response:
             entry["allowed"] = False
     if status != 200:
         entry.setdefault("error", payload["error"])
-    entry.update(status=status, latency_ms=round((time.perf_counter() - started) * 1000, 3))
+    elapsed = time.perf_counter() - started
+    metrics.record(path.strip("/"), req.operation if req else None, status, payload, elapsed)
+    entry.update(status=status, latency_ms=round(elapsed * 1000, 3))
     log.log(logging.ERROR if "traceback" in entry else logging.INFO, codec.dumps(entry).decode())
     return _json(status, payload)
 

@@ -7,6 +7,8 @@ Environment:
   TRAINOP_WEBHOOK_WORKERS   worker processes (default 2)
   TRAINOP_WEBHOOK_THREADS   threads per worker (default 4)
   TRAINOP_WEBHOOK_MAX_BODY_BYTES  request body limit, read by webhooks.app (default 8 MiB)
+  TRAINOP_WEBHOOK_METRICS_BIND    Prometheus metrics of all workers, plain HTTP, served by the master
+                                  (default 0.0.0.0:8082; "" turns them off), see trainop.metrics
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from trainop.metrics import GunicornHooks
 from webhooks.tls import CertReloader
 
 
@@ -67,3 +70,10 @@ def ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLCo
     if _certs is None:  # pragma: no cover - gunicorn only calls this with certfile set
         return default_ssl_context_factory()
     return _certs.context(default_ssl_context_factory)
+
+
+_metrics = GunicornHooks("webhooks", os.environ.get("TRAINOP_WEBHOOK_METRICS_BIND", "0.0.0.0:8082"))
+on_starting = _metrics.on_starting
+when_ready = _metrics.when_ready
+child_exit = _metrics.child_exit
+on_exit = _metrics.on_exit
