@@ -1,0 +1,440 @@
+"""The webhook server keeps its own certificate (TRAINOP_WEBHOOK_CERT_MODE=self): no cert-manager needed.
+
+Like Kubeflow's cert-controller rotator, every replica runs the same idempotent `CertKeeper.sync`:
+
+1. get-or-create the Secret (TRAINOP_WEBHOOK_CERT_SECRET) holding a CA (ca.crt, ca.key) and a serving
+   certificate for the Service's DNS names (tls.crt, tls.key). A valid one is never replaced; a missing
+   or unusable one is created (`POST`, and on 409 AlreadyExists the winner's is read back), one close to
+   expiry is renewed (`PUT` with the read resourceVersion, and on 409 Conflict the winner's is read back).
+   So concurrent replicas converge on one Secret. The serving certificate is renewed with the same CA,
+   which leaves `caBundle` untouched; the CA itself lasts ten years.
+2. write the serving key and certificate into one file on the pod's tmpfs (the root filesystem is
+   read-only), atomically, so `webhooks.tls.CertReloader` presents it from the next TLS handshake on.
+3. patch `caBundle` of every webhook of the configurations it is told about (strategic merge keyed by
+   webhook name, with a resourceVersion precondition). Only that field is written, under the field
+   manager `trainop-webhooks`: `helm upgrade` (three-way merge) and `kubectl apply --server-side` leave
+   a field they never set alone, so re-applying the install manifests keeps the injected CA.
+
+gunicorn's master runs `sync` before it binds the port (so the pod turns ready only with its certificate
+in place and injected), then every TRAINOP_WEBHOOK_CERT_CHECK_SECONDS in a thread: that renews certificates
+well before they expire, follows a Secret another replica renewed, and re-injects a configuration that
+was re-created. When a CA is replaced (its Secret was deleted), the CAs already in `caBundle` are kept
+beside the new one for a grace period, so replicas still serving the old certificate until their next
+check are trusted meanwhile.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from webhooks import codec
+from webhooks.certs import (
+    CLOCK_SKEW,
+    SERVING_LIFETIME,
+    KeyPair,
+    ca_problem,
+    issue_ca,
+    issue_serving,
+    pem,
+    pem_certificates,
+    serving_problem,
+)
+from webhooks.kubeclient import STRATEGIC_MERGE, ApiError
+
+Json = dict[str, Any]
+Clock = Callable[[], datetime]
+
+ENV_NAMESPACE: Final = "TRAINOP_WEBHOOK_NAMESPACE"
+ENV_SECRET: Final = "TRAINOP_WEBHOOK_CERT_SECRET"
+ENV_SERVICE: Final = "TRAINOP_WEBHOOK_SERVICE"
+ENV_HOSTS: Final = "TRAINOP_WEBHOOK_CERT_HOSTS"
+ENV_MUTATING: Final = "TRAINOP_WEBHOOK_MUTATING_CONFIGURATIONS"
+ENV_VALIDATING: Final = "TRAINOP_WEBHOOK_VALIDATING_CONFIGURATIONS"
+ENV_DIR: Final = "TRAINOP_WEBHOOK_CERT_DIR"
+ENV_INTERVAL: Final = "TRAINOP_WEBHOOK_CERT_CHECK_SECONDS"
+DEFAULT_DIR: Final = "/tmp/trainop-webhook-tls"
+DEFAULT_INTERVAL: Final = 60.0
+# Renew the serving certificate with a third of its life left; a CA that cannot sign a full-length
+# serving certificate any more is replaced.
+SERVING_RENEW_BEFORE: Final = SERVING_LIFETIME / 3
+CA_RENEW_BEFORE: Final = SERVING_LIFETIME
+MIN_GRACE: Final = timedelta(minutes=5)
+# Conflicts mean another replica just wrote; a few re-reads always suffice unless something loops.
+MAX_CONFLICTS: Final = 5
+LABELS: Final = {
+    "app.kubernetes.io/name": "trainop",
+    "app.kubernetes.io/part-of": "trainop",
+    "app.kubernetes.io/component": "webhooks",
+}
+CONFIGURATION_RESOURCES: Final = {
+    "mutating": "mutatingwebhookconfigurations",
+    "validating": "validatingwebhookconfigurations",
+}
+
+log = logging.getLogger("trainop.webhooks.certs")
+
+
+class Api(Protocol):
+    def get(self, path: str) -> Json | None: ...
+
+    def request(
+        self, method: str, path: str, body: Json | None = None, content_type: str | None = None
+    ) -> Json: ...
+
+
+@dataclass(frozen=True)
+class Settings:
+    namespace: str
+    secret: str
+    service: str
+    extra_hosts: tuple[str, ...] = ()
+    mutating: tuple[str, ...] = ()
+    validating: tuple[str, ...] = ()
+    cert_dir: Path = Path(DEFAULT_DIR)
+    check_interval: float = DEFAULT_INTERVAL
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        def required(name: str) -> str:
+            value = environ.get(name, "").strip()
+            if not value:
+                raise ValueError(f"{name} must be set when TRAINOP_WEBHOOK_CERT_MODE=self")
+            return value
+
+        def names(name: str) -> tuple[str, ...]:
+            return tuple(n.strip() for n in environ.get(name, "").split(",") if n.strip())
+
+        raw_interval = environ.get(ENV_INTERVAL, "").strip()
+        try:
+            interval = float(raw_interval) if raw_interval else DEFAULT_INTERVAL
+        except ValueError:
+            interval = 0.0
+        if not 0 < interval <= 86400:
+            raise ValueError(
+                f"{ENV_INTERVAL} must be a number of seconds in (0, 86400], got {raw_interval!r}"
+            )
+        settings = cls(
+            namespace=required(ENV_NAMESPACE),
+            secret=required(ENV_SECRET),
+            service=required(ENV_SERVICE),
+            extra_hosts=names(ENV_HOSTS),
+            mutating=names(ENV_MUTATING),
+            validating=names(ENV_VALIDATING),
+            cert_dir=Path(environ.get(ENV_DIR) or DEFAULT_DIR),
+            check_interval=interval,
+        )
+        if not settings.mutating and not settings.validating:
+            raise ValueError(
+                f"name the webhook configurations to inject the CA into: {ENV_MUTATING}, {ENV_VALIDATING}"
+            )
+        return settings
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The names the apiserver may dial: the Service's (for a `service` clientConfig), then extras."""
+        svc = f"{self.service}.{self.namespace}.svc"
+        return tuple(dict.fromkeys((svc, f"{svc}.cluster.local", *self.extra_hosts)))
+
+    @property
+    def pem_file(self) -> Path:
+        """Serving key and certificate in one file: one atomic rename swaps both."""
+        return self.cert_dir / "tls.pem"
+
+    @property
+    def grace(self) -> timedelta:
+        """How long replaced CAs stay trusted: every replica checks (and follows the Secret) in that time."""
+        return max(MIN_GRACE, timedelta(seconds=3 * self.check_interval))
+
+    def configurations(self) -> list[tuple[str, str]]:
+        """(resource, name) of every webhook configuration to inject the CA into."""
+        return [(CONFIGURATION_RESOURCES["mutating"], n) for n in self.mutating] + [
+            (CONFIGURATION_RESOURCES["validating"], n) for n in self.validating
+        ]
+
+
+@dataclass(frozen=True)
+class Material:
+    """What the Secret holds: the CA and the serving certificate it signed."""
+
+    ca: KeyPair
+    serving: KeyPair
+
+    def secret_data(self) -> dict[str, str]:
+        raw = {
+            "ca.crt": self.ca.cert_pem,
+            "ca.key": self.ca.key_pem,
+            "tls.crt": self.serving.cert_pem,
+            "tls.key": self.serving.key_pem,
+        }
+        return {key: base64.b64encode(value).decode() for key, value in raw.items()}
+
+    @classmethod
+    def from_secret(cls, secret: Json) -> Material | None:
+        """The material of a Secret, or None if a key is missing (as in cert-manager's: no ca.key)."""
+        data = secret.get("data") or {}
+        try:
+            raw = {
+                key: base64.b64decode(data[key], validate=True)
+                for key in ("ca.crt", "ca.key", "tls.crt", "tls.key")
+            }
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(KeyPair(raw["ca.crt"], raw["ca.key"]), KeyPair(raw["tls.crt"], raw["tls.key"]))
+
+
+def fresh(hosts: tuple[str, ...], now: datetime) -> Material:
+    """A new CA and a serving certificate for `hosts` signed by it."""
+    ca = issue_ca(now)
+    return Material(ca, issue_serving(ca, hosts, now))
+
+
+def renewal(material: Material | None, hosts: tuple[str, ...], now: datetime) -> tuple[Material, str] | None:
+    """The material to store instead of `material` and why, or None while `material` is good."""
+    if material is None:
+        return fresh(hosts, now), "the Secret holds no CA and serving certificate"
+    why = ca_problem(material.ca, now, now + CA_RENEW_BEFORE)
+    if why:
+        return fresh(hosts, now), why
+    why = serving_problem(material.serving, material.ca, hosts, now, now + SERVING_RENEW_BEFORE)
+    if why:
+        return Material(material.ca, issue_serving(material.ca, hosts, now)), why
+    return None
+
+
+def desired_bundle(ca: KeyPair, current: bytes, now: datetime, grace: timedelta) -> bytes:
+    """The caBundle a webhook should carry: our CA, plus the unexpired CAs it had while ours is new."""
+    ours = ca.certificate()
+    if now >= ours.not_valid_before_utc + CLOCK_SKEW + grace:
+        return ca.cert_pem
+    try:
+        existing = pem_certificates(current) if current.strip() else []
+    except ValueError:
+        existing = []
+    kept = [c for c in existing if c != ours and c.not_valid_after_utc > now]
+    return ca.cert_pem + b"".join(pem(c) for c in dict.fromkeys(kept))
+
+
+class CertKeeper:
+    """One replica's view of the shared certificate; `sync` is idempotent and safe to run concurrently."""
+
+    def __init__(self, api: Api, settings: Settings, clock: Clock = lambda: datetime.now(UTC)) -> None:
+        self.api = api
+        self.settings = settings
+        self.clock = clock
+        self._owner: Json | None = None
+        self._owner_known = False
+
+    @property
+    def secret_path(self) -> str:
+        return f"/api/v1/namespaces/{self.settings.namespace}/secrets/{self.settings.secret}"
+
+    def sync(self) -> Material:
+        """Make sure the Secret is valid, serve its certificate and inject its CA; returns what is served."""
+        material = self.ensure_secret()
+        self.write_pem(material.serving)
+        for resource, name in self.settings.configurations():
+            self.inject(resource, name, material.ca)
+        return material
+
+    def ensure_secret(self) -> Material:
+        hosts = self.settings.hosts
+        for _ in range(MAX_CONFLICTS):
+            now = self.clock()
+            secret = self.api.get(self.secret_path)
+            if secret is None:
+                material = fresh(hosts, now)
+                try:
+                    self.api.request("POST", self.secret_path.rpartition("/")[0], self._new_secret(material))
+                except ApiError as exc:
+                    if exc.status == 409:  # another replica created it first: use theirs
+                        continue
+                    raise
+                _event("secret-created", secret=self.settings.secret, hosts=list(hosts))
+                return material
+            current = Material.from_secret(secret)
+            renewed = renewal(current, hosts, now)
+            if renewed is None and current is not None:
+                return current
+            assert renewed is not None
+            material, why = renewed
+            # PUT carries the resourceVersion just read: a concurrent writer makes this a 409, never a loss.
+            secret["data"] = {**(secret.get("data") or {}), **material.secret_data()}
+            try:
+                self.api.request("PUT", self.secret_path, secret)
+            except ApiError as exc:
+                if exc.status == 409:
+                    continue
+                raise
+            kept_ca = current is not None and material.ca == current.ca
+            _event("secret-renewed", secret=self.settings.secret, reason=why, new_ca=not kept_ca)
+            return material
+        raise RuntimeError(f"Secret {self.settings.secret}: still conflicting after {MAX_CONFLICTS} attempts")
+
+    def write_pem(self, serving: KeyPair) -> bool:
+        """Write key + certificate for gunicorn atomically; False if the file already holds them."""
+        content = serving.key_pem + serving.cert_pem
+        target = self.settings.pem_file
+        try:
+            if target.read_bytes() == content:
+                return False
+        except FileNotFoundError:
+            pass
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, staging = tempfile.mkstemp(dir=target.parent, prefix=".tls-", suffix=".pem")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(content)
+            os.replace(staging, target)
+        except BaseException:
+            Path(staging).unlink(missing_ok=True)
+            raise
+        _event("certificate-written", file=str(target))
+        return True
+
+    def inject(self, resource: str, name: str, ca: KeyPair) -> bool:
+        """Patch `caBundle` of every webhook of one configuration; False if all were already right."""
+        path = f"/apis/admissionregistration.k8s.io/v1/{resource}/{name}"
+        for _ in range(MAX_CONFLICTS):
+            config = self.api.get(path)
+            if config is None:
+                raise RuntimeError(f"{resource}/{name} does not exist (yet): cannot inject the CA")
+            now = self.clock()
+            changes = []
+            for hook in config.get("webhooks") or []:
+                current = base64.b64decode((hook.get("clientConfig") or {}).get("caBundle") or "")
+                desired = desired_bundle(ca, current, now, self.settings.grace)
+                if desired != current:
+                    bundle = base64.b64encode(desired).decode()
+                    changes.append({"name": hook["name"], "clientConfig": {"caBundle": bundle}})
+            if not changes:
+                return False
+            patch = {
+                "metadata": {"resourceVersion": config["metadata"]["resourceVersion"]},
+                "webhooks": changes,
+            }
+            try:
+                self.api.request("PATCH", path, patch, STRATEGIC_MERGE)
+            except ApiError as exc:
+                if exc.status == 409:
+                    continue
+                raise
+            _event("ca-injected", configuration=f"{resource}/{name}", webhooks=[c["name"] for c in changes])
+            return True
+        raise RuntimeError(f"{resource}/{name}: still conflicting after {MAX_CONFLICTS} attempts")
+
+    def _new_secret(self, material: Material) -> Json:
+        metadata: Json = {
+            "name": self.settings.secret,
+            "namespace": self.settings.namespace,
+            "labels": LABELS,
+        }
+        owner = self._service_account()
+        if owner is not None:
+            metadata["ownerReferences"] = [owner]
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": metadata,
+            # The type cert-manager gives its Secrets, so either can take over the other's.
+            "type": "kubernetes.io/tls",
+            "data": material.secret_data(),
+        }
+
+    def _service_account(self) -> Json | None:
+        """Our ServiceAccount as owner of the Secret, so uninstalling (which deletes it) removes the Secret.
+
+        Who we are comes from a SelfSubjectReview (any authenticated user may ask); a ServiceAccount's
+        user info carries its UID. Running under another identity (development), the Secret has no owner.
+        """
+        if self._owner_known:
+            return self._owner
+        self._owner_known = True
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        try:
+            info = self.api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
+        except (ApiError, OSError) as exc:
+            _event("owner-unknown", error=str(exc))
+            return None
+        user = (info.get("status") or {}).get("userInfo") or {}
+        prefix = f"system:serviceaccount:{self.settings.namespace}:"
+        username, uid = str(user.get("username") or ""), user.get("uid")
+        if username.startswith(prefix) and uid:
+            self._owner = {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "name": username[len(prefix) :],
+                "uid": uid,
+            }
+        return self._owner
+
+
+class Rotator:
+    """The periodic `sync` in gunicorn's master, made safe for the master's later forks of workers.
+
+    A fork while this thread held a lock inside OpenSSL or logging would leave that lock held forever in
+    the worker. The at-fork hooks make every fork wait until the thread is between checks.
+    """
+
+    def __init__(self, keeper: CertKeeper) -> None:
+        self.keeper = keeper
+        self._busy = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start_up(self, retry_max: float = 30.0) -> Material:
+        """The first `sync`, retried until it succeeds: until then the server does not listen (not ready)."""
+        delay = 1.0
+        while True:
+            try:
+                return self.keeper.sync()
+            # Anything may fail while the install is still being applied (RBAC, configurations, network);
+            # each failure is logged and retried rather than crashing the pod into a restart loop.
+            except Exception as exc:
+                _event("start-up-retry", error=str(exc), retry_in=delay, level=logging.WARNING)
+            if self._stop.wait(delay):
+                raise RuntimeError("stopped before the webhook certificate was ready")
+            delay = min(delay * 2, retry_max)
+
+    def start(self) -> None:
+        os.register_at_fork(
+            before=self._busy.acquire, after_in_parent=self._busy.release, after_in_child=self._busy.release
+        )
+        self._thread = threading.Thread(target=self._run, name="trainop-webhook-cert", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.keeper.settings.check_interval):
+            with self._busy:
+                try:
+                    self.keeper.sync()
+                # The server keeps presenting its current certificate; the next check tries again.
+                except Exception as exc:
+                    _event("check-failed", error=str(exc), level=logging.WARNING)
+
+
+def configure_logging() -> None:
+    """JSON lines on stderr, like the request log of webhooks.app (gunicorn's master has no handler)."""
+    if log.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _event(event: str, level: int = logging.INFO, **fields: Any) -> None:
+    log.log(level, codec.dumps({"event": event, **fields}).decode())
