@@ -235,7 +235,7 @@ class TrainopStack:
     ) -> None:
         self.cp = ControlPlane(bin_dir or default_bin_dir(), work_dir)
         self.work_dir = self.cp.work_dir
-        self.webhook_port, self.hook_port = free_ports(2)
+        self.webhook_port, self.hook_port, self.webhook_metrics_port, self.hook_metrics_port = free_ports(4)
         self.metacontroller_args = list(metacontroller_args)
         self.hook_workers = hook_workers
         self.webhook_configs: list[tuple[str, str]] = []  # (kind, name)
@@ -292,6 +292,7 @@ class TrainopStack:
             "TRAINOP_TLS_CERT_FILE": str(pki / "webhook.crt"),
             "TRAINOP_TLS_KEY_FILE": str(pki / "webhook.key"),
             "TRAINOP_WEBHOOK_WORKERS": "2",
+            "TRAINOP_WEBHOOK_METRICS_BIND": f"127.0.0.1:{self.webhook_metrics_port}",
         }
         argv = [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", "webhooks.app:app"]
         return self.cp.start_process("webhooks", argv, env=env, cwd=REPO)
@@ -302,6 +303,7 @@ class TrainopStack:
             "TRAINOP_HOOK_BIND": f"127.0.0.1:{self.hook_port}",
             "TRAINOP_HOOK_WORKERS": str(self.hook_workers),
             "TRAINOP_KUBECONFIG": str(self.cp.kubeconfig),
+            "TRAINOP_HOOK_METRICS_BIND": f"127.0.0.1:{self.hook_metrics_port}",
         }
         argv = [sys.executable, "-m", "gunicorn", "-c", "python:hooks.gunicorn_conf", "hooks.app:app"]
         return self.cp.start_process("hooks", argv, env=env, cwd=REPO)
