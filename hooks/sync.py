@@ -7,6 +7,7 @@ resync of an unchanged job returns byte-identical output and Metacontroller writ
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -133,14 +134,14 @@ class _Sync:
         if is_true(self.conditions, c.RUNNING):
             self.condition(c.RUNNING, "False", "Suspended", message)
         self.condition(c.SUSPENDED, "True", "Suspended", message)
-        previous = self._all_types(self.previous.get("replicaStatuses") or {})
-        statuses = {
-            rtype: self._replica_status(
-                rtype, Counts(0, int(value.get("succeeded") or 0), int(value.get("failed") or 0))
-            )
-            for rtype, value in previous.items()
-        }
-        status = {**self.previous, "conditions": self.conditions, "replicaStatuses": statuses}
+        # Kubeflow zeroes `active` in the replica statuses it has and adds none: a job created
+        # suspended has no replicaStatuses at all.
+        previous: Mapping[str, Json] = self.previous.get("replicaStatuses") or {}
+        status = {**self.previous, "conditions": self.conditions}
+        if previous:
+            status["replicaStatuses"] = {
+                rtype: _drop_zeros({**value, "active": 0}) for rtype, value in previous.items()
+            }
         extras = clean(self.fw.extra_children(self.ctx, self.pods, active=False))
         return SyncResult(status=clean(status), children=extras)
 
@@ -163,7 +164,7 @@ class _Sync:
         statuses = {rtype: self._replica_status(rtype, counts[rtype]) for rtype in self.ctx.replica_specs}
         if finished(self.conditions):
             status.setdefault("completionTime", self.stamp)
-            return self.finished(statuses, status)
+            return self.finished(self.fw.settled_statuses(self.ctx, statuses, self.pods), status)
         status.update(conditions=self.conditions, replicaStatuses=statuses)
         return SyncResult(
             status=clean(status),
@@ -235,7 +236,9 @@ class _Sync:
                 and self.ctx.restart_policy(rtype) in ("OnFailure", "Always", "ExitCode")
             )
             total = in_place + sum(int(r.get("count") or 0) for r in restarts.values())
-            if total > 0 if limit == 0 else total >= limit:
+            # backoffLimit N allows N restarts of any kind (in place or recreated), as a user reads a
+            # batch/v1 Job's: the failure that would need restart N+1 fails the job.
+            if total > limit:
                 self.condition(
                     c.FAILED,
                     "True",
@@ -284,9 +287,11 @@ class _Sync:
             if rtype in failing:
                 if self.ctx.restart_policy(rtype) == "ExitCode":
                     message = f'job "{self.ctx.name}" is failing because "{rtype}" replica(s) failed.'
+                    reason = "Failed"
                 else:
                     message = self.fw.failed_message(self.ctx, rtype, failing[rtype])
-                self.condition(c.FAILED, "True", "Failed", message)
+                    reason = self.fw.failed_reason
+                self.condition(c.FAILED, "True", reason, message)
                 return
 
     def _replica_status(self, rtype: str, counts: Counts) -> Json:
@@ -354,12 +359,26 @@ class _Sync:
             if policy == "None" or not settled or s["metadata"]["name"] in kept_names
         ]
         desired = [_as_desired(p.obj) for p in kept] + services
-        desired += clean(self.fw.extra_children(self.ctx, self.pods, active=False))
+        desired += self._unchanged(clean(self.fw.extra_children(self.ctx, self.pods, active=False)))
         resync, expired = self._ttl(status)
         if not settled and len(self._kept_pods()) < len(self.pods):
             cleanup = self.ctx.settings.restart_resync_seconds
             resync = cleanup if resync is None else min(resync, cleanup)
         return SyncResult(status=status, children=desired, resync_after_seconds=resync, delete_parent=expired)
+
+    def _unchanged(self, computed: list[Json]) -> list[Json]:
+        """A finished job's children as they were last applied: finishing writes no child (an MPI
+        hostfile listing no running worker would otherwise be an Update)."""
+        observed = {
+            (o.get("kind"), o["metadata"]["name"]): o
+            for group in self.children.values()
+            for o in group.values()
+        }
+        out = []
+        for obj in computed:
+            current = observed.get((obj["kind"], obj["metadata"]["name"]))
+            out.append(_as_desired(current) if current is not None else obj)
+        return out
 
     def _kept_pods(self) -> list[ObservedPod]:
         policy = self.ctx.run_policy.get("cleanPodPolicy")
@@ -379,9 +398,6 @@ class _Sync:
             return None, True
         return round(remaining, 3), False
 
-    def _all_types(self, statuses: Mapping[str, Json]) -> dict[str, Json]:
-        return {rtype: dict(statuses.get(rtype) or {}) for rtype in self.ctx.replica_specs}
-
 
 def _drop_zeros(counts: Json) -> Json:
     # Kubeflow's ReplicaStatus fields are `omitempty`: zero counts are absent, not 0.
@@ -389,12 +405,18 @@ def _drop_zeros(counts: Json) -> Json:
 
 
 def _as_desired(obj: Json) -> Json:
-    """An observed child returned unchanged: only what we own, without server-managed fields.
+    """An observed child returned exactly as it was last applied, so that Metacontroller's three-way
+    merge finds nothing to change and writes nothing.
 
-    Observed pods and services come from the apiserver, which never stores nulls in them, so they
-    need no cleaning; Metacontroller's own last-applied annotation must not be fed back to it.
+    Metacontroller stores what it applied in its last-applied annotation; returning the observed object
+    instead (with server-filled fields such as a Service's clusterIPs) would differ from it and cost one
+    Update per child. A child without the annotation (created by someone else) comes back with only the
+    fields we own.
     """
     meta = obj.get("metadata") or {}
+    applied = _last_applied(obj)
+    if applied is not None:
+        return applied
     out_meta = {k: meta[k] for k in ("name", "namespace", "labels") if meta.get(k)}
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
     if annotations:
@@ -403,3 +425,20 @@ def _as_desired(obj: Json) -> Json:
     if "spec" in obj:
         out["spec"] = obj["spec"]
     return out
+
+
+def _last_applied(obj: Json) -> Json | None:
+    """The object Metacontroller last applied, if its annotation holds this very object."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    if not isinstance(raw, str):
+        return None
+    try:
+        applied = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(applied, dict) or not isinstance(applied.get("metadata"), dict):
+        return None
+    same = (
+        applied.get("kind") == obj.get("kind") and applied["metadata"].get("name") == obj["metadata"]["name"]
+    )
+    return clean(applied) if same else None

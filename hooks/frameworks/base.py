@@ -37,6 +37,8 @@ class Framework:
     recreate_policies: tuple[str, ...] = ("Always", "OnFailure", "ExitCode")
     # "Kind ns/name is running." (TF, JAX) versus "Kind name is running."
     qualified_messages = False
+    # Suffix after the kind in the Failed reason when replicas fail (not for limits or ExitCode).
+    failed_reason = "Failed"
 
     # ---- children ---------------------------------------------------------------------------------
     def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
@@ -75,6 +77,10 @@ class Framework:
     def succeeded(self, ctx: JobContext, counts: dict[str, Counts], pods: Sequence[ObservedPod]) -> bool:
         leaders = [t for t in self.leader_types(ctx) if ctx.replicas(t) > 0]
         return bool(leaders) and all(counts[t].succeeded >= ctx.replicas(t) for t in leaders)
+
+    def settled_statuses(self, ctx: JobContext, statuses: Json, pods: Sequence[ObservedPod]) -> Json:
+        """Replica statuses as the job finishes (MPI forgets its workers)."""
+        return statuses
 
     def tolerates_failure(self, ctx: JobContext, rtype: str) -> bool:
         """A permanently failed pod of this type does not fail the job (TF dynamic workers)."""

@@ -33,6 +33,14 @@ class MPI(Framework):
     info = MPIJOB
     has_services = False
     recreate_policies = ("ExitCode",)
+    # Kubeflow nests NewReason twice here: "MPIJobMPIJobFailed" is what its users and tools see.
+    failed_reason = "MPIJobFailed"
+
+    def settled_statuses(self, ctx: JobContext, statuses: Json, pods: Sequence[ObservedPod]) -> Json:
+        # Once the launcher is done Kubeflow stops listing workers and resets their status to {}.
+        launcher = self.launcher_name(ctx)
+        done = any(p.name == launcher and p.phase in ("Succeeded", "Failed") for p in pods)
+        return {**statuses, "Worker": {}} if done and "Worker" in statuses else statuses
 
     def gpu_launcher(self, ctx: JobContext) -> bool:
         if not ctx.has("Launcher"):

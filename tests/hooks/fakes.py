@@ -79,6 +79,8 @@ class Cluster:
         self.history: list[SyncResult] = []
         self.created: list[str] = []
         self.deleted: list[str] = []
+        # Children Metacontroller would write (PUT) because the desired object differs from last-applied.
+        self.updated: list[str] = []
         self._serial = 0
 
     # ---- what Metacontroller sends ----------------------------------------------------------------
@@ -203,6 +205,9 @@ class Cluster:
         if observed["kind"] == "Pod":
             return
         meta = observed["metadata"]
+        if meta.get("annotations", {}).get(LAST_APPLIED) == canonical(desired):
+            return  # the three-way merge changes nothing: no request
+        self.updated.append(observed["metadata"]["name"])
         annotations = {k: v for k, v in meta.get("annotations", {}).items() if k != LAST_APPLIED}
         annotations.update(desired["metadata"].get("annotations") or {})
         annotations[LAST_APPLIED] = canonical(desired)
