@@ -25,7 +25,8 @@ NAMESPACE = "trainop-system"
 HOOKS_NAME = "trainop-hooks"
 WEBHOOKS_NAME = "trainop-webhooks"
 HOOKS_URL = f"http://{HOOKS_NAME}.{NAMESPACE}"
-# The Secret the webhook server reads its serving certificate from; also the cert-manager Certificate.
+# The Secret holding the webhook's CA and serving certificate: written by the webhook server itself
+# (self mode, the default), or by cert-manager (manifests/cert-manager/).
 WEBHOOK_CERT = "trainop-webhook-cert"
 # A periodic resync is only a safety net: the hooks ask for precise wake-ups (TTL, deadlines, restarts)
 # with resyncAfterSeconds, and every resync of every job costs a hook call.
@@ -284,11 +285,9 @@ def generated_manifests() -> dict[str, str]:
         "manifests/compositecontrollers.yaml": dump_documents(
             composite_controller(i) for i in KINDS.values()
         ),
-        "manifests/webhookconfigurations.yaml": dump_documents(
-            webhook_configurations(
-                annotations={"cert-manager.io/inject-ca-from": f"{NAMESPACE}/{WEBHOOK_CERT}"}
-            )
-        ),
+        # No caBundle and no cert-manager annotation: the webhook server injects its own CA (self mode);
+        # manifests/cert-manager/ adds the annotation when cert-manager issues the certificate instead.
+        "manifests/webhookconfigurations.yaml": dump_documents(webhook_configurations()),
         "manifests/rbac-jobs.yaml": dump_documents(rbac()),
         "charts/trainop/files/kinds.yaml": GENERATED_HEADER + dump_yaml(chart_kinds()),
     }
