@@ -257,6 +257,7 @@ class CertKeeper:
                     self.api.request("POST", self.secret_path.rpartition("/")[0], self._new_secret(material))
                 except ApiError as exc:
                     if exc.status == 409:  # another replica created it first: use theirs
+                        _event("secret-create-lost-race", secret=self.settings.secret)
                         continue
                     raise
                 _event("secret-created", secret=self.settings.secret, hosts=list(hosts))
@@ -272,7 +273,8 @@ class CertKeeper:
             try:
                 self.api.request("PUT", self.secret_path, secret)
             except ApiError as exc:
-                if exc.status == 409:
+                if exc.status == 409:  # another replica wrote first: re-read and judge theirs
+                    _event("secret-renewal-lost-race", secret=self.settings.secret)
                     continue
                 raise
             kept_ca = current is not None and material.ca == current.ca

@@ -66,7 +66,7 @@ def one(docs: Iterable[Json], kind: str, name: str) -> Json:
 
 def test_every_yaml_parses_and_every_manifest_is_installed() -> None:
     listed = set(yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["resources"])
-    optional = {"cert-manager.yaml", "kustomization.yaml"}
+    optional = {"kustomization.yaml"}
     for path in sorted(MANIFESTS.glob("*.yaml")):
         assert load_all(path), path
         assert path.name in listed | optional, f"{path.name} is not in manifests/kustomization.yaml"
@@ -170,24 +170,117 @@ def test_servers_run_locked_down(installed: list[Json]) -> None:
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         volumes = {v["name"]: v for v in spec["volumes"]}
         assert "emptyDir" in volumes[mounts["/tmp"]]
-    # Only the hooks talk to the API (TTL deletion); the webhooks get no token at all.
+    # The hooks talk to the API for TTL deletion, the webhooks to keep their own certificate.
     assert pod_spec(installed, manifests.HOOKS_NAME)["automountServiceAccountToken"] is True
+    assert pod_spec(installed, manifests.WEBHOOKS_NAME)["automountServiceAccountToken"] is True
+
+
+def webhook_env(docs: Iterable[Json], name: str = manifests.WEBHOOKS_NAME) -> dict[str, str]:
+    [container] = pod_spec(docs, name)["containers"]
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def test_the_webhook_server_keeps_its_own_certificate_by_default(installed: list[Json]) -> None:
+    """No cert-manager and no hand-made Secret: the server is told its Secret, Service and configurations."""
+    env = webhook_env(installed)
+    assert env["TRAINOP_WEBHOOK_CERT_MODE"] == "self"
+    assert "TRAINOP_TLS_CERT_FILE" not in env
+    assert env["TRAINOP_WEBHOOK_NAMESPACE"] == manifests.NAMESPACE
+    assert env["TRAINOP_WEBHOOK_CERT_SECRET"] == manifests.WEBHOOK_CERT
+    one(installed, "Service", env["TRAINOP_WEBHOOK_SERVICE"])
+    one(installed, "MutatingWebhookConfiguration", env["TRAINOP_WEBHOOK_MUTATING_CONFIGURATIONS"])
+    one(installed, "ValidatingWebhookConfiguration", env["TRAINOP_WEBHOOK_VALIDATING_CONFIGURATIONS"])
     webhooks = pod_spec(installed, manifests.WEBHOOKS_NAME)
+    assert [v["name"] for v in webhooks["volumes"]] == ["tmp"]  # no Secret to mount
+    # Installed objects never carry a CA or a Secret: both would be reset by every re-apply.
+    assert not find(installed, "Secret")
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for config in find(installed, kind):
+            assert "annotations" not in config["metadata"]
+            assert all("caBundle" not in hook["clientConfig"] for hook in config["webhooks"])
+
+
+def webhook_rbac(docs: Iterable[Json], name: str, namespace: str) -> dict[tuple[str, str], list[str]]:
+    """The permissions the webhooks' ServiceAccount holds, as {(resource, name or "*"): verbs}."""
+    account = pod_spec(docs, name)["serviceAccountName"]
+    granted: dict[tuple[str, str], set[str]] = {}
+    for binding_kind, role_kind in (("RoleBinding", "Role"), ("ClusterRoleBinding", "ClusterRole")):
+        for binding in find(docs, binding_kind):
+            if {"kind": "ServiceAccount", "name": account, "namespace": namespace} not in binding["subjects"]:
+                continue
+            assert binding["roleRef"]["kind"] == role_kind
+            for rule in one(docs, role_kind, binding["roleRef"]["name"])["rules"]:
+                for resource in rule["resources"]:
+                    for resource_name in rule.get("resourceNames") or ["*"]:
+                        granted.setdefault((resource, resource_name), set()).update(rule["verbs"])
+    return {key: sorted(verbs) for key, verbs in granted.items()}
+
+
+def test_the_webhooks_may_touch_only_their_secret_and_their_two_configurations(installed: list[Json]) -> None:
+    assert webhook_rbac(installed, manifests.WEBHOOKS_NAME, manifests.NAMESPACE) == {
+        ("secrets", "*"): ["create"],
+        ("secrets", manifests.WEBHOOK_CERT): ["get", "update"],
+        ("mutatingwebhookconfigurations", "trainop-mutate"): ["get", "patch"],
+        ("validatingwebhookconfigurations", "trainop-validate"): ["get", "patch"],
+    }
+    role = one(installed, "Role", manifests.WEBHOOKS_NAME)
+    assert role["metadata"]["namespace"] == manifests.NAMESPACE
+
+
+def kubectl_binary() -> str:
+    for candidate in (
+        str(Path(os.environ.get("TRAINOP_E2E_CACHE", Path.home() / ".cache/trainop-e2e")) / "bin/kubectl"),
+        shutil.which("kubectl"),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail("kubectl not found: run hack/build-control-plane.sh (it installs kubectl)")
+
+
+def test_the_cert_manager_component_switches_the_webhooks_to_cert_managers_secret(tmp_path: Path) -> None:
+    """manifests/cert-manager/ used as its kustomization.yaml says: from a kustomization of one's own."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [os.path.relpath(MANIFESTS, site)],
+                "components": [os.path.relpath(MANIFESTS / "cert-manager", site)],
+            }
+        )
+    )
+    result = subprocess.run(
+        [kubectl_binary(), "kustomize", str(site)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.load_all(result.stdout, Loader=Loader) if d is not None]
+    certificate = one(docs, "Certificate", manifests.WEBHOOK_CERT)["spec"]
+    service = f"{manifests.WEBHOOKS_NAME}.{manifests.NAMESPACE}.svc"
+    assert certificate["secretName"] == manifests.WEBHOOK_CERT
+    assert certificate["dnsNames"] == [service, f"{service}.cluster.local"]
+    one(docs, "Issuer", certificate["issuerRef"]["name"])
+    webhooks = pod_spec(docs, manifests.WEBHOOKS_NAME)
     assert webhooks["automountServiceAccountToken"] is False
+    env = webhook_env(docs)
+    assert env["TRAINOP_WEBHOOK_CERT_MODE"] == "files"
     [container] = webhooks["containers"]
-    env = {e["name"]: e["value"] for e in container["env"]}
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert env["TRAINOP_TLS_CERT_FILE"] == f"{mounts['tls']}/tls.crt" == "/etc/trainop/tls/tls.crt"
-    assert env["TRAINOP_TLS_KEY_FILE"] == "/etc/trainop/tls/tls.key"
+    assert env["TRAINOP_TLS_CERT_FILE"] == f"{mounts['tls']}/tls.crt"
+    assert env["TRAINOP_TLS_KEY_FILE"] == f"{mounts['tls']}/tls.key"
     tls = next(v for v in webhooks["volumes"] if v["name"] == "tls")
     assert tls["secret"]["secretName"] == manifests.WEBHOOK_CERT
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        [config] = find(docs, kind)
+        annotation = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        assert annotation == f"{manifests.NAMESPACE}/{manifests.WEBHOOK_CERT}"
 
 
-def test_hooks_may_only_get_and_delete_jobs(installed: list[Json]) -> None:
+def test_hooks_may_only_get_and_delete_jobs_and_record_events(installed: list[Json]) -> None:
     role = one(installed, "ClusterRole", manifests.HOOKS_NAME)
-    [rule] = role["rules"]
+    [rule, events] = role["rules"]
     assert rule["apiGroups"] == ["kubeflow.org"] and set(rule["resources"]) == PLURALS
     assert sorted(rule["verbs"]) == ["delete", "get"]
+    assert events == {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}
     binding = one(installed, "ClusterRoleBinding", manifests.HOOKS_NAME)
     assert binding["roleRef"]["name"] == manifests.HOOKS_NAME
     [subject] = binding["subjects"]
@@ -317,6 +410,9 @@ def test_chart_renders_what_the_manifests_install(helm: tuple[str, Path], instal
                 [a], [b] = mine["webhooks"], chart["webhooks"]
                 assert {**b, "rules": None} == {**a, "rules": None}
                 assert set(b["rules"][0]["resources"]) == set(a["rules"][0]["resources"])
+    assert webhook_rbac(rendered, manifests.WEBHOOKS_NAME, manifests.NAMESPACE) == webhook_rbac(
+        installed, manifests.WEBHOOKS_NAME, manifests.NAMESPACE
+    )
     for name in ("trainop-hooks", "trainop-edit", "trainop-view"):
         mine_rules = one(installed, "ClusterRole", name)["rules"]
         chart_rules = one(rendered, "ClusterRole", name)["rules"]
@@ -352,6 +448,10 @@ def test_chart_options(helm: tuple[str, Path]) -> None:
     [certificate] = find(rendered, "Certificate")
     assert certificate["spec"]["secretName"] == manifests.WEBHOOK_CERT
     assert certificate["spec"]["dnsNames"][0] == f"{manifests.WEBHOOKS_NAME}.{manifests.NAMESPACE}.svc"
+    # cert-manager's Secret, mounted; the server needs no API access and gets no role.
+    assert webhook_env(rendered)["TRAINOP_WEBHOOK_CERT_MODE"] == "files"
+    assert pod_spec(rendered, manifests.WEBHOOKS_NAME)["automountServiceAccountToken"] is False
+    assert webhook_rbac(rendered, manifests.WEBHOOKS_NAME, manifests.NAMESPACE) == {}
     for config in find(rendered, "ValidatingWebhookConfiguration") + find(
         rendered, "MutatingWebhookConfiguration"
     ):
@@ -368,3 +468,26 @@ def test_chart_options(helm: tuple[str, Path]) -> None:
     for config in find(plugins, "ValidatingWebhookConfiguration"):
         assert config["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E="
         assert "annotations" not in config["metadata"]
+    # A CA of one's own means a Secret of one's own, mounted as files.
+    assert webhook_env(plugins)["TRAINOP_WEBHOOK_CERT_MODE"] == "files"
+    tls = next(v for v in pod_spec(plugins, manifests.WEBHOOKS_NAME)["volumes"] if v["name"] == "tls")
+    assert tls["secret"]["secretName"] == manifests.WEBHOOK_CERT
+
+
+def test_chart_names_the_certificate_after_the_release(helm: tuple[str, Path]) -> None:
+    """Self mode under other names: env, RBAC and the development URL's host in the certificate agree."""
+    rendered = render(helm, "fullnameOverride=ops", "development.webhooksURL=https://127.0.0.1:9443/")
+    env = webhook_env(rendered, "ops-webhooks")
+    assert env["TRAINOP_WEBHOOK_CERT_MODE"] == "self"
+    assert env["TRAINOP_WEBHOOK_CERT_SECRET"] == "ops-webhook-cert"
+    assert env["TRAINOP_WEBHOOK_SERVICE"] == "ops-webhooks"
+    assert env["TRAINOP_WEBHOOK_CERT_HOSTS"] == "127.0.0.1"
+    one(rendered, "MutatingWebhookConfiguration", env["TRAINOP_WEBHOOK_MUTATING_CONFIGURATIONS"])
+    one(rendered, "ValidatingWebhookConfiguration", env["TRAINOP_WEBHOOK_VALIDATING_CONFIGURATIONS"])
+    assert webhook_rbac(rendered, "ops-webhooks", manifests.NAMESPACE) == {
+        ("secrets", "*"): ["create"],
+        ("secrets", "ops-webhook-cert"): ["get", "update"],
+        ("mutatingwebhookconfigurations", "ops-mutate"): ["get", "patch"],
+        ("validatingwebhookconfigurations", "ops-validate"): ["get", "patch"],
+    }
+    assert one(rendered, "ServiceAccount", "ops-webhooks")["automountServiceAccountToken"] is True

@@ -28,6 +28,12 @@
 {{- default (printf "%s-webhook-cert" (include "trainop.fullname" .)) .Values.webhooks.certSecretName }}
 {{- end }}
 
+{{/* How the webhook server gets its certificate: "files" (a Secret mounted: cert-manager's, or made by you
+with webhooks.caBundle set), else "self" (it issues its own, keeps it in that Secret and injects caBundle). */}}
+{{- define "trainop.webhookCertMode" -}}
+{{- if or .Values.certManager.enabled .Values.webhooks.caBundle }}files{{ else }}self{{ end }}
+{{- end }}
+
 {{- define "trainop.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/name: {{ include "trainop.name" . }}
