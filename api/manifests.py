@@ -194,12 +194,16 @@ def rbac(kinds: Iterable[KindInfo] = KINDS.values(), namespace: str = NAMESPACE)
     kinds = list(kinds)
     return [
         # The sync hook deletes a finished job once ttlSecondsAfterFinished has passed: a hook cannot
-        # return "delete my parent" (metacontroller.md §10, option 1). Nothing else needs the API.
+        # return "delete my parent" (metacontroller.md §10, option 1). It records Kubeflow's Events on
+        # the job (hooks/recorder.py: create, and patch to aggregate repeats). Nothing else needs the API.
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": HOOKS_NAME, "labels": dict(LABELS)},
-            "rules": [job_rules(kinds, ["delete", "get"])],
+            "rules": [
+                job_rules(kinds, ["delete", "get"]),
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            ],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -14,7 +14,8 @@ import orjson
 from flask import Flask, Response, request
 
 from hooks import metrics, ttl
-from hooks.kubeapi import Deleter, default_deleter
+from hooks.kubeapi import ApiClient, Deleter, default_deleter
+from hooks.recorder import Recorder
 from hooks.request import BadRequest, parse
 from hooks.settings import Settings
 from hooks.sync import sync
@@ -41,6 +42,7 @@ def create_app(
     settings: Settings | None = None,
     deleter: Deleter | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    recorder: Recorder | None = None,
 ) -> Flask:
     settings = settings or Settings.from_env()
     app = Flask("trainop-hooks")
@@ -69,6 +71,8 @@ def create_app(
             result = sync(parent, hook.children, settings, now)
             response = result.response()
             metrics.record_transitions(parent, result.status)
+            if recorder is not None and result.events:
+                recorder.submit(parent, result.events)  # queued: written after the response
             if result.delete_parent:
                 retry = _delete(parent, now)
                 if retry is not None:  # never a null: nothing in a response may be None
@@ -153,7 +157,9 @@ def create_app(
 
 def _app() -> Flask:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    return create_app(deleter=default_deleter())
+    client = default_deleter()
+    recorder = Recorder(client) if isinstance(client, ApiClient) else None
+    return create_app(deleter=client, recorder=recorder)
 
 
 app = _app()

@@ -100,6 +100,54 @@ class ApiClient:
         )
         return True
 
+    # ---- events (hooks.recorder) --------------------------------------------------------------------
+    def _event_url(self, namespace: str, name: str = "") -> str:
+        quoted = urllib.parse.quote
+        base = f"{self.server}/api/v1/namespaces/{quoted(namespace, safe='')}/events"
+        return f"{base}/{quoted(name, safe='')}" if name else base
+
+    def create_event(self, namespace: str, event: dict[str, Any]) -> bool:
+        """POST an Event; False if one of that name exists already (409)."""
+        request = urllib.request.Request(
+            self._event_url(namespace), data=json.dumps(event).encode(), method="POST"
+        )
+        request.add_header("Content-Type", "application/json")
+        try:
+            self._open(request)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 409:
+                return False
+            raise
+        return True
+
+    def get_event(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Event as stored, read with an empty merge patch: the apiserver writes nothing for a no-op
+        patch and answers with the object, so the hooks' RBAC needs only create and patch on events."""
+        request = urllib.request.Request(self._event_url(namespace, name), data=b"{}", method="PATCH")
+        request.add_header("Content-Type", "application/merge-patch+json")
+        request.add_header("Accept", "application/json")
+        try:
+            event: dict[str, Any] = json.loads(self._open(request))
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        return event
+
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """A merge patch; False on a conflict (the patch carries a resourceVersion precondition)."""
+        request = urllib.request.Request(
+            self._event_url(namespace, name), data=json.dumps(patch).encode(), method="PATCH"
+        )
+        request.add_header("Content-Type", "application/merge-patch+json")
+        try:
+            self._open(request)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 409:
+                return False
+            raise
+        return True
+
 
 def _data_or_file(entry: dict[str, Any], key: str, tmp: Path) -> str | None:
     if entry.get(f"{key}-data"):

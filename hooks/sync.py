@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -19,9 +19,11 @@ from api.jsonpath import dig
 from api.kinds import KindInfo, kind_info
 from api.validation import validate
 from hooks import children as build
+from hooks import events as implied
 from hooks import podgroups
 from hooks.conditions import find, finished, is_true, set_condition
 from hooks.context import JobContext
+from hooks.events import Event, SyncFacts
 from hooks.frameworks import framework
 from hooks.frameworks.base import Counts, Framework
 from hooks.jsonvalues import clean
@@ -44,6 +46,8 @@ class SyncResult:
     resync_after_seconds: float | None = None
     # ttlSecondsAfterFinished has expired: the caller deletes the job (a hook cannot delete its parent).
     delete_parent: bool = False
+    # The Kubernetes Events this sync implies; the caller records them (hooks.recorder).
+    events: tuple[Event, ...] = ()
 
     def response(self) -> Json:
         """The body Metacontroller expects from a sync hook."""
@@ -85,13 +89,14 @@ def _invalid(info: KindInfo, job: Json, previous: Json, message: str, now: datet
     conditions = set_condition(previous_conditions, c.FAILED, "True", reason, message, stamp)
     status = {**previous, "conditions": conditions}
     status.setdefault("completionTime", stamp)
+    events = () if conditions is previous_conditions else (implied.invalid(info.kind, message),)
     ttl = dig(job, "spec", "runPolicy", "ttlSecondsAfterFinished")
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
-        return SyncResult(status=status, children=[])
+        return SyncResult(status=status, children=[], events=events)
     remaining = (parse_timestamp(status["completionTime"]) - now).total_seconds() + ttl
     if remaining <= 0:
-        return SyncResult(status=status, children=[], delete_parent=True)
-    return SyncResult(status=status, children=[], resync_after_seconds=round(remaining, 3))
+        return SyncResult(status=status, children=[], delete_parent=True, events=events)
+    return SyncResult(status=status, children=[], resync_after_seconds=round(remaining, 3), events=events)
 
 
 @dataclass
@@ -103,6 +108,8 @@ class _Sync:
     now: datetime
     conditions: list[Json] = field(default_factory=list)
     resync: list[float] = field(default_factory=list)
+    restarting: set[str] = field(default_factory=set)
+    exit_code_failures: list[tuple[str, ObservedPod]] = field(default_factory=list)
 
     @property
     def info(self) -> KindInfo:
@@ -118,6 +125,21 @@ class _Sync:
         )
 
     def run(self) -> SyncResult:
+        result = self.outcome()
+        facts = SyncFacts(
+            ctx=self.ctx,
+            fw=self.fw,
+            children=self.children,
+            pods=self.pods,
+            previous=self.previous,
+            status=result.status,
+            desired=result.children,
+            restarting=frozenset(self.restarting),
+            exit_code_failures=tuple(self.exit_code_failures),
+        )
+        return replace(result, events=tuple(implied.derive(facts)))
+
+    def outcome(self) -> SyncResult:
         self.conditions = list(self.previous.get("conditions") or [])
         self.pods = pods_of(self.children, str(self.ctx.job["metadata"].get("uid") or ""))
         if find(self.conditions, c.CREATED) is None:
@@ -154,6 +176,10 @@ class _Sync:
         status.setdefault("startTime", self.stamp)
         restarts: dict[str, Json] = dict(status.get("podRestarts") or {})
         restarting, dropped, permanent = self._failed_pods(restarts)
+        self.restarting = restarting
+        self.exit_code_failures = [
+            (rtype, pod) for rtype, pod in permanent if self.ctx.restart_policy(rtype) == "ExitCode"
+        ]
         if restarts:
             status["podRestarts"] = restarts
         counts = self._counts()

@@ -1,0 +1,192 @@
+"""Recording events (hooks.recorder): once per occurrence, repeats aggregated into one object, nothing for
+a job the apiserver does not have, and never a blocked or failed sync."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from hooks.app import create_app
+from hooks.events import Event
+from hooks.recorder import OCCURRENCE, Batch, Recorder, event_object
+from hooks.settings import Settings
+from tests.builders import job
+
+Json = dict[str, Any]
+logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+JOB = {
+    **job("PyTorchJob", name="j", namespace="ns", Master=1),
+    "metadata": {"name": "j", "namespace": "ns", "uid": "u1"},
+}
+CREATED = Event("Normal", "SuccessfulCreatePod", "Created pod: j-master-0", "first")
+
+
+class FakeEventApi:
+    """The apiserver's events and one job, counting every request."""
+
+    def __init__(self, job_on_server: Json | None = JOB) -> None:
+        self.job = copy.deepcopy(job_on_server)
+        self.events: dict[str, Json] = {}
+        self.requests: list[str] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.fail_creates = False
+
+    def get_job(self, kind: str, namespace: str, name: str) -> Json | None:
+        self.gate.wait()
+        self.requests.append("get-job")
+        return copy.deepcopy(self.job)
+
+    def create_event(self, namespace: str, event: Json) -> bool:
+        self.requests.append("create")
+        if self.fail_creates:
+            raise OSError("apiserver unreachable")
+        name = event["metadata"]["name"]
+        if name in self.events:
+            return False
+        self.events[name] = {
+            **copy.deepcopy(event),
+            "metadata": {**event["metadata"], "resourceVersion": "1"},
+        }
+        return True
+
+    def get_event(self, namespace: str, name: str) -> Json | None:
+        self.requests.append("read")
+        return copy.deepcopy(self.events.get(name))
+
+    def patch_event(self, namespace: str, name: str, patch: Json) -> bool:
+        self.requests.append("patch")
+        stored = self.events[name]
+        if patch["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]:
+            return False
+        stored["metadata"]["annotations"].update(patch["metadata"]["annotations"])
+        stored["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
+        stored.update(count=patch["count"], lastTimestamp=patch["lastTimestamp"])
+        return True
+
+
+def batch(*events: Event, uid: str = "u1") -> Batch:
+    return Batch("PyTorchJob", "ns", "j", uid, events)
+
+
+def recorder(api: FakeEventApi) -> Recorder:
+    return Recorder(api, clock=lambda: NOW)
+
+
+def test_an_event_is_created_as_kubeflows_recorder_would() -> None:
+    api = FakeEventApi()
+    recorder(api).write(batch(CREATED))
+    [stored] = api.events.values()
+    assert stored["involvedObject"] == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "namespace": "ns",
+        "name": "j",
+        "uid": "u1",
+        "resourceVersion": "",
+    }
+    assert (stored["type"], stored["reason"], stored["message"], stored["count"]) == (
+        "Normal",
+        "SuccessfulCreatePod",
+        "Created pod: j-master-0",
+        1,
+    )
+    assert stored["source"] == {"component": "pytorchjob-controller"}
+    assert stored["firstTimestamp"] == stored["lastTimestamp"] == "2024-05-01T12:00:00Z"
+
+
+def test_a_retried_sync_in_another_process_gets_409_and_changes_nothing() -> None:
+    api = FakeEventApi()
+    recorder(api).write(batch(CREATED))
+    recorder(api).write(batch(CREATED))  # a fresh process: no cache
+    [stored] = api.events.values()
+    assert stored["count"] == 1
+    assert "patch" not in api.requests
+
+
+def test_a_genuine_repeat_bumps_the_count_of_the_same_object() -> None:
+    api = FakeEventApi()
+    rec = recorder(api)
+    rec.write(batch(CREATED))
+    rec.write(batch(Event(CREATED.type, CREATED.reason, CREATED.message, "second")))
+    [stored] = api.events.values()
+    assert stored["count"] == 2
+    assert stored["metadata"]["annotations"][OCCURRENCE] == "second"
+
+
+def test_events_already_recorded_by_this_process_cost_no_request() -> None:
+    api = FakeEventApi()
+    rec = recorder(api)
+    rec.submit(JOB, [CREATED])
+    assert rec.drain()
+    api.requests.clear()
+    rec.submit(JOB, [CREATED])
+    assert rec.drain()
+    assert api.requests == []
+
+
+def test_nothing_is_recorded_for_a_job_the_apiserver_does_not_have() -> None:
+    api = FakeEventApi(job_on_server=None)
+    recorder(api).write(batch(CREATED))
+    assert api.events == {}
+
+
+def test_nothing_is_recorded_when_the_apiservers_job_has_another_uid() -> None:
+    api = FakeEventApi()
+    recorder(api).write(batch(CREATED, uid="forged"))
+    assert api.events == {}
+    assert api.requests == ["get-job"]
+
+
+def test_one_job_read_per_batch() -> None:
+    api = FakeEventApi()
+    other = Event("Normal", "SuccessfulCreateService", "Created service: j-master-0", "first")
+    recorder(api).write(batch(CREATED, other))
+    assert api.requests.count("get-job") == 1
+    assert len(api.events) == 2
+
+
+def test_submit_never_blocks_even_when_the_queue_is_full() -> None:
+    api = FakeEventApi()
+    api.gate.clear()  # the writer thread hangs on its first request
+    rec = Recorder(api, clock=lambda: NOW, max_batches=1)
+    started = time.perf_counter()
+    for i in range(20):
+        rec.submit(JOB, [Event("Normal", "R", f"m{i}", "o")])
+    assert time.perf_counter() - started < 0.5
+    api.gate.set()
+    assert rec.drain()
+
+
+def test_api_errors_are_logged_never_raised() -> None:
+    api = FakeEventApi()
+    api.fail_creates = True
+    recorder(api).write(batch(CREATED))
+    assert api.events == {}
+
+
+def test_event_object_uses_the_servers_resource_version() -> None:
+    server = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "42"}}
+    body = event_object(server, CREATED, NOW)
+    assert body["involvedObject"]["resourceVersion"] == "42"
+    assert body["metadata"]["name"] == CREATED.name("j", "u1")
+
+
+def test_the_sync_route_hands_its_events_to_the_recorder() -> None:
+    api = FakeEventApi()
+    rec = recorder(api)
+    app = create_app(Settings(), None, lambda: NOW, recorder=rec).test_client()
+    body = {"parent": copy.deepcopy(JOB), "children": {}, "finalizing": False}
+    response = app.post("/sync", data=json.dumps(body), content_type="application/json")
+    assert response.status_code == 200
+    assert rec.drain()
+    assert sorted(e["message"] for e in api.events.values()) == [
+        "Created pod: j-master-0",
+        "Created service: j-master-0",
+    ]
