@@ -261,11 +261,11 @@ run_piece() { # name function
   t1="$(date +%s)"
   if [ "$rc" -eq 0 ]; then
     log "=== $name: ok ($((t1 - t0))s)"
-    SUMMARY+=("$(printf '%-16s %6ss  ok' "$name" "$((t1 - t0))")")
+    SUMMARY+=("$(printf '%-20s %6ss  ok' "$name" "$((t1 - t0))")")
   else
     log "=== $name: FAILED rc=$rc ($((t1 - t0))s); last lines of $log_file:"
     tail -n 40 "$log_file" >&2
-    SUMMARY+=("$(printf '%-16s %6ss  FAILED rc=%s' "$name" "$((t1 - t0))" "$rc")")
+    SUMMARY+=("$(printf '%-20s %6ss  FAILED rc=%s' "$name" "$((t1 - t0))" "$rc")")
     FAILED=1
   fi
 }
@@ -285,6 +285,6 @@ T_END="$(date +%s)"
 
 echo "---------------- build summary (wall time) ----------------"
 printf '%s\n' "${SUMMARY[@]}"
-printf '%-16s %6ss\n' total "$((T_END - T_START))"
+printf '%-20s %6ss\n' total "$((T_END - T_START))"
 ls -l "$BIN"
 exit "$FAILED"
