@@ -10,7 +10,7 @@ process, run with the Deployment's own certificate settings and a token of its S
 
 Phases build on each other (module-scoped fixtures): first start -> restart -> a second replica -> the
 Secret deleted and two servers racing for a new one -> the manifests re-applied, as an upgrade does ->
-the ServiceAccount deleted, as an uninstall does.
+the configurations handed to Helm and upgraded -> the ServiceAccount deleted, as an uninstall does.
 Re-applies happen while no server runs: a re-injection must not hide a re-apply that dropped caBundle.
 """
 
@@ -20,6 +20,7 @@ import base64
 import json
 import socket
 import ssl
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -393,6 +394,62 @@ def test_a_re_created_configuration_is_injected_again(
     ca = install.secret_ca()
     wait_for("caBundle re-injected", lambda: install.bundles()[-1].startswith(ca))
     install.assert_webhooks_answer()
+
+
+def helm_chart(directory: Path, url: str) -> Path:
+    """A chart of just the two webhook configurations of manifests/, timeoutSeconds a value."""
+    configs = [d for d in installed_objects(url, timeout_seconds=-1) if "Webhook" in d["kind"]]
+    template = "---\n".join(yaml.safe_dump(c) for c in configs).replace(
+        "timeoutSeconds: -1", "timeoutSeconds: {{ .Values.timeoutSeconds }}"
+    )
+    (directory / "templates").mkdir(parents=True)
+    (directory / "templates" / "webhookconfigurations.yaml").write_text(template)
+    (directory / "Chart.yaml").write_text(
+        yaml.safe_dump({"apiVersion": "v2", "name": "certs-e2e", "version": "0.1.0"})
+    )
+    (directory / "values.yaml").write_text("timeoutSeconds: 10\n")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def helm_upgraded(install: Install, reapplied: tuple[list[bytes], dict[str, Any]]) -> list[bytes]:
+    """The configurations handed to Helm, injected by a server, then `helm upgrade` while no server runs.
+
+    Returns the CA bundles just before the upgrade.
+    """
+    install.stop_all()
+    for kind, name in CONFIGURATIONS:
+        install.cp.kubectl("delete", kind, name)
+    chart = helm_chart(install.work / "chart", install.url)
+
+    def helm(*args: str) -> None:
+        argv = [
+            str(install.cp.bin_dir / "helm"),
+            "--kubeconfig",
+            str(install.cp.kubeconfig),
+            *args,
+            "-n",
+            NAMESPACE,
+        ]
+        done = subprocess.run(
+            argv, capture_output=True, text=True, env=install.cp.env, timeout=120, check=False
+        )
+        assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
+
+    helm("install", "certs-e2e", str(chart))
+    install.start(install.port)
+    before = install.bundles()
+    install.stop_all()
+    helm("upgrade", "certs-e2e", str(chart), "--set", "timeoutSeconds=5")
+    return before
+
+
+def test_helm_upgrade_keeps_the_injected_ca_bundle(install: Install, helm_upgraded: list[bytes]) -> None:
+    """Helm 3's three-way merge removes only what the previous release rendered; caBundle never was."""
+    assert all(helm_upgraded)
+    config = install.get("validatingwebhookconfiguration", "trainop-validate")
+    assert [h["timeoutSeconds"] for h in config["webhooks"]] == [5]
+    assert install.bundles() == helm_upgraded
 
 
 def test_deleting_the_service_account_deletes_the_secret(
