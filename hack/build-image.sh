@@ -200,6 +200,21 @@ fi
 tag_app() { podman tag "$REF" "$APP_REPO:$VERSION" "$APP_REPO:dev"; }
 step tag tag_app
 
+# Older builds of the app would pile up in the cache. Only those built over an hour ago go: a test that
+# got a reference a moment ago must still find it; one used by a container stays too (rmi refuses).
+prune_app() {
+  local tags tag
+  tags="$(podman images --format '{{.Repository}}:{{.Tag}}' --filter "reference=$APP_REPO" --filter until=60m)"
+  for tag in $tags; do
+    case "$tag" in
+      "$REF") ;;
+      "$APP_REPO:src-"*) podman rmi "$tag" || echo "kept $tag (in use)" ;;
+    esac
+  done
+  podman image prune --force
+}
+step prune prune_app
+
 if [ -n "$SAVE" ]; then
   save_app() {
     mkdir -p "$(dirname "$SAVE")"
