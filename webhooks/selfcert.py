@@ -21,6 +21,19 @@ well before they expire, follows a Secret another replica renewed, and re-inject
 was re-created. When a CA is replaced (its Secret was deleted), the CAs already in `caBundle` are kept
 beside the new one for a grace period, so replicas still serving the old certificate until their next
 check are trusted meanwhile.
+
+Environment:
+  TRAINOP_WEBHOOK_NAMESPACE          namespace of the Secret and the Service
+  TRAINOP_WEBHOOK_CERT_SECRET        the Secret's name
+  TRAINOP_WEBHOOK_SERVICE            the Service: the certificate names <service>.<namespace>.svc and
+                                     <service>.<namespace>.svc.cluster.local
+  TRAINOP_WEBHOOK_MUTATING_CONFIGURATIONS, TRAINOP_WEBHOOK_VALIDATING_CONFIGURATIONS
+                                     the configurations to inject the CA into (comma-separated names)
+  TRAINOP_WEBHOOK_CERT_HOSTS         more DNS names or IP addresses for the certificate, comma-separated
+                                     (a development URL's host)
+  TRAINOP_WEBHOOK_CERT_DIR           where the key + certificate file goes (default /tmp/trainop-webhook-tls)
+  TRAINOP_WEBHOOK_CERT_CHECK_SECONDS period of the check (default 60)
+  TRAINOP_KUBECONFIG                 a kubeconfig instead of the pod's ServiceAccount (development, tests)
 """
 
 from __future__ import annotations

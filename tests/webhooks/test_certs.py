@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
+import re
 import socket
 import ssl
 import threading
@@ -21,7 +23,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from webhooks import certs, selfcert
+from webhooks import certs, kubeclient, selfcert
 from webhooks.certs import KeyPair
 from webhooks.kubeclient import ApiError
 from webhooks.selfcert import CertKeeper, Material, Settings
@@ -502,3 +504,46 @@ def handshake(server_ctx: ssl.SSLContext, ca: KeyPair, hostname: str) -> bytes:
         listener.close()
     assert der is not None
     return der
+
+
+# ---------------------------------------------------------------------------------------------- API client
+
+
+def test_without_credentials_the_client_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRAINOP_KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(RuntimeError, match=r"automountServiceAccountToken.*TRAINOP_KUBECONFIG is not set"):
+        kubeclient.from_env()
+
+
+def test_a_kubeconfig_with_inline_ca_and_a_token_file(tmp_path: Path, ca: KeyPair) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    config = {
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [
+            {
+                "name": "k",
+                "cluster": {
+                    "server": "https://127.0.0.1:6443/",
+                    "certificate-authority-data": base64.b64encode(ca.cert_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": {"tokenFile": str(token)}}],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    client = kubeclient.from_kubeconfig(path)
+    assert client.server == "https://127.0.0.1:6443"
+    assert client._token() == "first"
+    token.write_text("rotated\n")  # as the kubelet rotates a projected token
+    assert client._token() == "rotated"
+
+
+def test_a_broken_kubeconfig_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("current-context: missing\ncontexts: []\n")
+    with pytest.raises(ValueError, match=re.escape(f"TRAINOP_KUBECONFIG={path}: not a usable kubeconfig")):
+        kubeclient.from_kubeconfig(path)
