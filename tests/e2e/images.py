@@ -13,8 +13,17 @@ provides it), dropped/added capabilities, ``allowPrivilegeEscalation: false``
 their ``sizeLimit`` and ``secret`` volumes read-only directories of files you supply (mode 0644 as the
 kubelet's default ``defaultMode``, so uid 65532 can read them). The network is the host's: choose a
 loopback port through the app's bind variable (``TRAINOP_HOOK_BIND``, ``TRAINOP_WEBHOOK_BIND``).
-A ServiceAccount token is not mounted; give the hooks a kubeconfig instead (``files`` + the
-``TRAINOP_KUBECONFIG`` env). Typical use::
+A ServiceAccount token is not mounted (``automountServiceAccountToken`` is ignored): give a server
+that calls the API (the hooks; the webhooks keeping their own certificate, the chart's default) a
+kubeconfig instead, with its credentials inline (``*-data`` fields or a token, e.g. from
+``kubectl create token <the chart's ServiceAccount>``; host paths do not exist in the container)::
+
+    run_pod(image, pods["hooks"], name="e2e-hooks", files={"/etc/trainop/kubeconfig": kubeconfig_path},
+            env={"TRAINOP_HOOK_BIND": "127.0.0.1:18080", "TRAINOP_HOOK_METRICS_BIND": "127.0.0.1:18081",
+                 "TRAINOP_KUBECONFIG": "/etc/trainop/kubeconfig"})
+
+Bind every port of the app to a free loopback port, its metrics port too (``TRAINOP_*_METRICS_BIND``):
+on the host network the defaults (0.0.0.0:8081/8082) would collide with other servers. Typical use::
 
     image = ensure_image()
     pods = deployment_pod_specs(manifests)       # {"hooks": {...}, "webhooks": {...}}

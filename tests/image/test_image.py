@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import job
+from tests.builders import admission_review, job
 from tests.e2e.images import podman, run_command
 from tests.image.conftest import PACKAGES, Server
 
@@ -48,10 +48,12 @@ def get(url: str, context: ssl.SSLContext | None = None) -> tuple[int, bytes]:
         return response.status, response.read()
 
 
-def post_json(url: str, body: Any) -> tuple[int, Any]:
+def post_json(url: str, body: Any, context: ssl.SSLContext | None = None) -> tuple[int, Any]:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
     request.add_header("Content-Type", "application/json")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
     with opener.open(request, timeout=10) as response:
         return response.status, json.loads(response.read())
 
@@ -127,3 +129,11 @@ def test_sync_uses_the_init_image_the_chart_sets(hooks_server: Server, pod_specs
     _, answer = post_json(f"http://127.0.0.1:{hooks_server.port}/sync", body)
     worker = next(c for c in answer["children"] if c["metadata"]["name"] == "init-worker-0")
     assert [c["image"] for c in worker["spec"]["initContainers"]] == [env["TRAINOP_PYTORCH_INIT_IMAGE"]]
+
+
+def test_webhooks_deny_a_pytorchjob_with_two_masters(webhooks_server: Server, webhook_pki: Path) -> None:
+    context = ssl.create_default_context(cafile=str(webhook_pki / "ca.crt"))
+    review = admission_review(job("PyTorchJob", name="two-masters", Master=2))
+    _, answer = post_json(f"https://127.0.0.1:{webhooks_server.port}/validate", review, context)
+    assert answer["response"]["allowed"] is False
+    assert "Master must have exactly 1 replica" in answer["response"]["status"]["message"]
