@@ -33,6 +33,9 @@ on the host network the defaults (0.0.0.0:8081/8082) would collide with other se
         server.wait_ready(19443)                 # the Deployment's readinessProbe, on that port
         ...                                      # server.alive(), server.logs(), server.exec("id", "-u")
     # leaving the block (or server.stop()) removes the container
+
+For a container runtime elsewhere (containerd on a real node, kind), :func:`save_image` writes the image
+as a docker-archive.
 """
 
 from __future__ import annotations
@@ -105,6 +108,22 @@ def ensure_image() -> str:
     if not ref.startswith("docker.io/library/trainop:src-"):
         raise ImageError(f"{BUILD_SCRIPT} printed no image reference: {done.stdout!r}")
     return ref
+
+
+def save_image(path: Path) -> str:
+    """Builds (or reuses) the image and writes it to ``path`` as a docker-archive (``ctr images import``,
+    ``docker load``) tagged ``trainop:<version>``, ``trainop:dev`` and ``trainop:src-<hash>``; returns the
+    ``src-`` reference."""
+    done = subprocess.run(
+        ["bash", str(BUILD_SCRIPT), "--save", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ImageError(f"{BUILD_SCRIPT} --save {path} exited {done.returncode}:\n{done.stderr[-6000:]}")
+    return done.stdout.strip()
 
 
 def run_command(image: str, argv: Sequence[str], *, user: str = "65532", timeout: float = 60) -> str:

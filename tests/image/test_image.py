@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import json
 import ssl
+import tarfile
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.builders import admission_review, job
-from tests.e2e.images import podman, run_command
+from tests.e2e.images import podman, run_command, save_image
 from tests.image.conftest import PACKAGES, Server
 
 pytestmark = pytest.mark.image
+
+REPO = Path(__file__).resolve().parents[2]
 
 # Prints {relative path: sha256} of every Python file of the packages as the image's Python imports
 # them: -I keeps the working directory (/app, the copied sources) off sys.path, so this is site-packages.
@@ -137,3 +141,19 @@ def test_webhooks_deny_a_pytorchjob_with_two_masters(webhooks_server: Server, we
     _, answer = post_json(f"https://127.0.0.1:{webhooks_server.port}/validate", review, context)
     assert answer["response"]["allowed"] is False
     assert "Master must have exactly 1 replica" in answer["response"]["status"]["message"]
+
+
+def test_saved_archive_is_tagged_with_the_charts_default_image(image: str, tmp_path: Path) -> None:
+    chart = yaml.safe_load((REPO / "charts" / "trainop" / "Chart.yaml").read_text())
+    archive_path = tmp_path / "trainop.tar"
+    try:
+        assert save_image(archive_path) == image
+        with tarfile.open(archive_path) as archive:
+            member = archive.extractfile("manifest.json")
+            assert member is not None
+            manifest = json.load(member)
+    finally:
+        archive_path.unlink(missing_ok=True)  # ~250 MB; pytest keeps its temp dirs of the last runs
+    assert [entry["RepoTags"] for entry in manifest] == [
+        [f"docker.io/library/trainop:{chart['appVersion']}", "docker.io/library/trainop:dev", image]
+    ]
