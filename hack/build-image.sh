@@ -17,6 +17,7 @@
 # containers.conf/storage.conf (runtime runc, ulimits within this sandbox's hard limits), selected through
 # CONTAINERS_CONF / CONTAINERS_STORAGE_CONF so the machine's configuration is untouched. To use podman on
 # the result by hand: `export CONTAINERS_CONF=$CACHE/containers.conf CONTAINERS_STORAGE_CONF=$CACHE/storage.conf`.
+# To delete the cache: `umount $CACHE/storage/overlay` (podman's storage keeps a mount there), then rm -rf.
 #
 # Reuse: the base image is rebuilt only when its recipe changes (a label holds the recipe's hash); the
 # app image only when the Dockerfile, .dockerignore, a file it copies, or the base image changed. Every
@@ -49,8 +50,10 @@ log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 step() {
   local name="$1" t0 rc; shift
   t0="$(date +%s)"
+  # A subshell with errexit of its own: a function called with errexit off (as `set +e` would leave it)
+  # would carry on past a failed command.
   set +e
-  "$@" >"$LOGS/$name.log" 2>&1
+  ( set -euo pipefail; "$@" ) >"$LOGS/$name.log" 2>&1
   rc=$?
   set -e
   if [ "$rc" -ne 0 ]; then
