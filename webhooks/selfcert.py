@@ -50,6 +50,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from cryptography import x509
+
 from webhooks import codec
 from webhooks.certs import (
     CLOCK_SKEW,
@@ -225,16 +227,32 @@ def renewal(material: Material | None, hosts: tuple[str, ...], now: datetime) ->
 
 
 def desired_bundle(ca: KeyPair, current: bytes, now: datetime, grace: timedelta) -> bytes:
-    """The caBundle a webhook should carry: our CA, plus the unexpired CAs it had while ours is new."""
-    ours = ca.certificate()
-    if now >= ours.not_valid_before_utc + CLOCK_SKEW + grace:
-        return ca.cert_pem
+    """The caBundle a webhook should carry: our CA, plus the unexpired CAs it had while ours is new.
+
+    While another replica's CA that replaced ours is new, `current` is left alone: we read the Secret
+    just before that replica replaced it, and the next check reads theirs. (Writing ours back would
+    distrust their certificate until then.)
+    """
     try:
         existing = pem_certificates(current) if current.strip() else []
     except ValueError:
         existing = []
+    ours = ca.certificate()
+    if any(_newer_sibling(c, ours, now, grace) for c in existing):
+        return current
+    if now >= _issued(ours) + grace:
+        return ca.cert_pem
     kept = [c for c in existing if c != ours and c.not_valid_after_utc > now]
     return ca.cert_pem + b"".join(pem(c) for c in dict.fromkeys(kept))
+
+
+def _issued(cert: x509.Certificate) -> datetime:
+    return cert.not_valid_before_utc + CLOCK_SKEW
+
+
+def _newer_sibling(cert: x509.Certificate, ours: x509.Certificate, now: datetime, grace: timedelta) -> bool:
+    """A CA issued by another replica (same subject) after ours, still within its grace period."""
+    return cert.subject == ours.subject and _issued(ours) < _issued(cert) and now < _issued(cert) + grace
 
 
 class CertKeeper:

@@ -395,6 +395,21 @@ def test_a_replaced_ca_is_trusted_beside_the_old_one_until_the_grace_period_ends
     assert bundles(api) == [new.ca.cert_pem] * 3
 
 
+def test_a_replica_that_read_the_secret_just_before_its_ca_was_replaced_leaves_the_new_ca_alone(
+    api: MemoryApi, tmp_path: Path
+) -> None:
+    clock = Clock(T0)
+    stale = keeper(api, tmp_path, clock, "stale")
+    old = stale.sync()
+    clock.now = T0 + timedelta(days=10)
+    del api.objects[SECRET_PATH]
+    new = keeper(api, tmp_path, clock, "fresh").sync()
+    # The stale replica's sync read the old Secret before the replacement, and injects now.
+    assert stale.inject("validatingwebhookconfigurations", "trainop-validate", old.ca) is False
+    assert bundles(api) == [new.ca.cert_pem + old.ca.cert_pem] * 3
+    assert stale.sync() == new  # its next check reads the new Secret
+
+
 def test_a_foreign_ca_bundle_is_replaced(api: MemoryApi, tmp_path: Path) -> None:
     clock = Clock(T0)
     stale = certs.issue_ca(T0 - timedelta(days=100))
