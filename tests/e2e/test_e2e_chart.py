@@ -185,10 +185,8 @@ def test_jobs_run_after_upgrade(release: Release, upgraded: object) -> None:
 @pytest.fixture(scope="module")
 def uninstalled(release: Release, upgraded: object) -> Release:
     """The documented order: delete every job (their children go with them), then `helm uninstall`."""
-    for kind in KINDS:
-        release.cp.kubectl(
-            "delete", f"{KINDS[kind]['plural']}.kubeflow.org", "--all", "-A", "--wait=true", "--timeout=120s"
-        )
+    release.cp.kubectl("delete", "kubeflow", "--all", "-A", "--wait=true", "--timeout=120s")
+    assert release.cp.kubectl("get", "kubeflow", "-A", "-o", "name").stdout.split() == []
     release.uninstall()
     release.stop_servers()
     return release
@@ -226,14 +224,6 @@ def test_a_second_install_with_non_default_values_runs_jobs(
         )
         assert ".svc.cluster.local:" in tf_config, "clusterDomain reached the hook through the chart"
     finally:
+        cluster.kubectl("delete", "kubeflow", "--all", "-A", "--wait=true", "--timeout=120s")
         rel.stop_servers()
-        for kind in KINDS:
-            cluster.kubectl(
-                "delete",
-                f"{KINDS[kind]['plural']}.kubeflow.org",
-                "--all",
-                "-A",
-                "--wait=true",
-                "--timeout=120s",
-            )
         rel.uninstall()
