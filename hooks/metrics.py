@@ -14,6 +14,7 @@ the LRU.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Mapping
@@ -27,6 +28,7 @@ from api.kinds import KINDS
 
 Json = dict[str, Any]
 LABELS = ("job_namespace", "framework")
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 CREATED = Counter("training_operator_jobs_created_total", "Counts number of jobs created", LABELS)
 DELETED = Counter("training_operator_jobs_deleted_total", "Counts number of jobs deleted", LABELS)
@@ -76,7 +78,11 @@ SEEN = Seen()
 
 def _labels(parent: Json) -> tuple[str, str]:
     info = KINDS[str(parent.get("kind"))]
-    return str(dig(parent, "metadata", "namespace") or "default"), info.framework
+    namespace = dig(parent, "metadata", "namespace") or "default"
+    # A namespace the apiserver could not have sent gets one label value, so a hostile caller cannot
+    # grow the label set without bound.
+    valid = isinstance(namespace, str) and NAMESPACE.fullmatch(namespace) is not None
+    return (namespace if valid else "invalid"), info.framework
 
 
 def _true(status: Any, ctype: str) -> bool:
@@ -104,8 +110,8 @@ def record_transitions(parent: Json, status: Json, seen: Seen = SEEN) -> None:
     """Count the transitions from the status Metacontroller sent to the one the sync computed."""
     before = parent.get("status")
     labels = _labels(parent)
-    meta = parent.get("metadata") or {}
-    job_key = meta.get("uid") or (meta.get("namespace"), meta.get("name"))
+    uid = dig(parent, "metadata", "uid")
+    job_key = uid if isinstance(uid, str) and uid else f"{labels[0]}/{dig(parent, 'metadata', 'name')}"
     for counter, ctype in ((CREATED, c.CREATED), (SUCCESSFUL, c.SUCCEEDED), (FAILED, c.FAILED)):
         if _true(status, ctype) and not _true(before, ctype) and seen.first_time((job_key, ctype)):
             counter.labels(*labels).inc()

@@ -128,6 +128,9 @@ _LIST_FIELDS = (
 
 def _child_shape_problem(obj: Json) -> str | None:
     """Why an observed child cannot have come from the apiserver, or None."""
+    for key in ("apiVersion", "kind"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            return f"{key} must be a string"
     for path in _OBJECT_FIELDS:
         value = dig(obj, *path)
         if value is not None and not isinstance(value, dict):

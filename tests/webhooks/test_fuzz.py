@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import admission_review, container, job, replica, with_spec
+from tests.fuzzing import FUZZ as HOSTILE
+from tests.fuzzing import encode, hostile_bodies
 from webhooks.app import create_app
 
 Json = dict[str, Any]
@@ -140,3 +142,37 @@ def test_random_specs_of_every_kind_get_a_clean_answer(path: str, seed: Json, sp
     review = admission_review(obj)
     status, data = post(path, json.dumps(review).encode())
     assert_clean_answer(status, data, review)
+
+
+# ---- hostile bodies at volume (tests/fuzzing.py; hack/test.sh runs 10,000 of each) ------------------
+HOSTILE_SEEDS = [
+    admission_review(seed, operation, old=copy.deepcopy(seed) if operation == "UPDATE" else None)
+    for seed in SEEDS
+    for operation in ("CREATE", "UPDATE")
+]
+
+
+def assert_answered(status: int, data: bytes, sent: Any) -> None:
+    """200 with an AdmissionReview (never the internal-error denial) or a one-line 4xx, for any body."""
+    assert status < 500
+    body = json.loads(data)
+    if status != 200:
+        assert isinstance(body["error"], str) and "\n" not in body["error"]
+        return
+    response = body["response"]
+    assert (body["apiVersion"], body["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")
+    assert response["uid"] == sent["request"]["uid"]
+    assert isinstance(response["allowed"], bool)
+    assert response.get("status", {}).get("code") != 500, response["status"]
+
+
+@HOSTILE
+@given(review=hostile_bodies(HOSTILE_SEEDS), ascii_only=st.booleans())
+def test_hostile_admission_reviews_to_mutate_get_a_clean_answer(review: Any, ascii_only: bool) -> None:
+    assert_answered(*post("/mutate", encode(review, ascii_only)), review)
+
+
+@HOSTILE
+@given(review=hostile_bodies(HOSTILE_SEEDS), ascii_only=st.booleans())
+def test_hostile_admission_reviews_to_validate_get_a_clean_answer(review: Any, ascii_only: bool) -> None:
+    assert_answered(*post("/validate", encode(review, ascii_only)), review)

@@ -1,0 +1,160 @@
+"""Hostile but structurally valid request bodies for the servers' fuzz suites.
+
+A body starts from a real request (a Metacontroller hook call, an AdmissionReview) and has one to three
+nodes, at any depth including the root, replaced by something hostile: the wrong JSON type, a huge string
+or list, nesting thousands deep, NaN, infinities or integers far past 64 bits, and unicode that includes
+lone surrogates, NULs and right-to-left marks. Some of that is not valid JSON at all (NaN, lone
+surrogates, nesting past the parser's limit): the server must answer 400 for it, not fail.
+
+`TRAINOP_FUZZ_EXAMPLES` sets the examples per suite (200 by default; hack/test.sh runs 10,000).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+EXAMPLES = int(os.environ.get("TRAINOP_FUZZ_EXAMPLES", "200"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+)
+
+
+@dataclass(frozen=True)
+class Raw:
+    """JSON text spliced in verbatim: what json.dumps cannot or will not write (deep nesting, 1e999)."""
+
+    text: str
+
+
+NASTY_STRINGS = [
+    "",
+    "\x00",
+    "\ud800",  # a lone surrogate: not encodable as UTF-8
+    "\udfff\ud800",
+    "\u202eevil",  # right-to-left override
+    "\ufeff",
+    "😀" * 64,
+    "a\nb\r\nc",
+    "../../etc/passwd",
+    "${jndi:ldap://x}",
+    "%s%n%x",
+    "Worker",
+    "Pod.v1",
+    "True",
+    "2024-05-01T12:00:00Z",
+    "9999-99-99T99:99:99Z",
+]
+HUGE_NUMBERS = [
+    Raw("1" + "0" * 400),
+    Raw("-" + "9" * 40),
+    Raw("1e999"),
+    Raw("-1e999"),
+    Raw("NaN"),
+    Raw("Infinity"),
+    Raw("-0.0"),
+    Raw("5e-324"),
+    2**63,
+    -(2**63) - 1,
+    2**64,
+    10**30,
+    1.7976931348623157e308,
+]
+
+
+def _nested(depth: int, in_objects: bool) -> Raw:
+    if in_objects:
+        return Raw('{"a":' * depth + "0" + "}" * depth)
+    return Raw("[" * depth + "]" * depth)
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    st.sampled_from(NASTY_STRINGS),
+    st.sampled_from(HUGE_NUMBERS),
+)
+huge = st.one_of(
+    st.builds(
+        lambda n, c: c * n, st.sampled_from([4_096, 65_536, 1_000_000]), st.sampled_from(["x", "é", "😀"])
+    ),
+    st.builds(lambda n, v: [v] * n, st.sampled_from([1_000, 20_000]), st.sampled_from([0, "w", None])),
+    st.builds(lambda n: [{} for _ in range(n)], st.sampled_from([1_000, 20_000])),
+    st.builds(
+        lambda n: {f"k{i}": i for i in range(n)},
+        st.sampled_from([1_000, 10_000]),
+    ),
+    st.builds(_nested, st.sampled_from([64, 600, 5_000]), st.booleans()),
+)
+hostile_values = st.one_of(
+    scalars,
+    huge,
+    st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+        max_leaves=10,
+    ),
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every location in `node`, but only the first 32 entries of a container (huge ones were planted)."""
+    out = [prefix]
+    if isinstance(node, dict):
+        for key in list(node)[:32]:
+            out += _paths(node[key], (*prefix, key))
+    elif isinstance(node, list):
+        for i, child in enumerate(node[:32]):
+            out += _paths(child, (*prefix, i))
+    return out
+
+
+@st.composite
+def hostile_bodies(draw: st.DrawFn, seeds: list[Any]) -> Any:
+    """A seed with one to three nodes replaced, deleted, or given a hostile extra key."""
+    body: Any = orjson.loads(orjson.dumps(draw(st.sampled_from(seeds))))  # a deep copy, 20x faster
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(body)))
+        value = draw(hostile_values)
+        if not path:
+            body = value
+            continue
+        parent = body
+        for key in path[:-1]:
+            parent = parent[key]
+        action = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
+        if action == "delete" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif action == "add" and isinstance(parent[path[-1]], dict):
+            parent[path[-1]][draw(st.sampled_from([*NASTY_STRINGS, "spec", "status", "metadata"]))] = value
+        else:
+            parent[path[-1]] = value
+    return body
+
+
+def encode(body: Any, ascii_only: bool = False) -> bytes:
+    """JSON text of `body` with each Raw spliced in as it is; lone surrogates come out as \\ud800 escapes."""
+    raws: list[str] = []
+
+    def placeholder(obj: Any) -> str:
+        if not isinstance(obj, Raw):
+            raise TypeError(f"{type(obj).__name__} is not JSON")
+        raws.append(obj.text)
+        return f"\x00raw{len(raws) - 1}\x00"
+
+    text = json.dumps(body, ensure_ascii=ascii_only, allow_nan=True, default=placeholder)
+    for i, raw in enumerate(raws):
+        text = text.replace(json.dumps(f"\x00raw{i}\x00", ensure_ascii=ascii_only), raw, 1)
+    return text.encode("utf-8", errors="surrogatepass")

@@ -1,0 +1,110 @@
+"""Property: whatever hostile body reaches `/sync` or `/finalize`, the answer is a 200 Metacontroller can
+apply or a one-line 400, never a 5xx.
+
+Bodies come from tests/fuzzing.py: real hook requests (realistic observed pods with full status and
+managedFields, every kind, running and finished) with nodes at any depth replaced by wrong types, huge
+strings and lists, deep nesting, NaN, huge numbers and hostile unicode. tests/hooks/test_fuzz_gunicorn.py
+sends the same bodies through gunicorn to catch worker deaths too.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hooks.app import create_app
+from hooks.settings import Settings
+from hooks.sync import sync
+from tests.builders import job, with_run_policy, with_spec
+from tests.fuzzing import FUZZ, encode, hostile_bodies
+from tests.hooks.fakes import json_hygiene_problems
+from tests.hooks.test_http import Clock, FakeDeleter
+from tests.realistic import observed
+
+Json = dict[str, Any]
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+JOBS = [
+    job("TFJob", name="tf", namespace="ns", Chief=1, PS=1, Worker=2),
+    with_spec(
+        job("PyTorchJob", name="pt", namespace="ns", Master=1, Worker=2),
+        elasticPolicy={"minReplicas": 1, "maxReplicas": 3},
+    ),
+    job("XGBoostJob", name="xgb", namespace="ns", Master=1, Worker=1),
+    with_spec(job("MPIJob", name="mpi", namespace="ns", Launcher=1, Worker=2), slotsPerWorker=2),
+    with_run_policy(
+        job("PaddleJob", name="pd", namespace="ns", Master=1, Worker=1), ttlSecondsAfterFinished=0
+    ),
+    job("JAXJob", name="jax", namespace="ns", Worker=2),
+    with_run_policy(
+        job("MXJob", name="mx", namespace="ns", Scheduler=1, Server=1, Worker=1),
+        schedulingPolicy={"minAvailable": 2, "queue": "q", "minResources": {"cpu": "1"}},
+        backoffLimit=2,
+        activeDeadlineSeconds=600,
+    ),
+]
+
+
+def requests_of(parent: Json) -> list[Json]:
+    """The first sync, a running resync and a finished resync, as Metacontroller sends them."""
+    first = sync(parent, {}, Settings(), NOW)
+    new = {"parent": parent, "children": {}}
+    running_parent = {**parent, "status": first.status}
+    running = {"parent": running_parent, "children": observed(first.children, parent)}
+    done_children = observed(first.children, parent, phase="Succeeded")
+    done = sync(running_parent, done_children, Settings(), NOW)
+    finished = {"parent": {**parent, "status": done.status}, "children": done_children, "finalizing": False}
+    return [new, running, finished]
+
+
+SEEDS = [request for parent in JOBS for request in requests_of(parent)]
+CLIENTS = [
+    create_app(Settings(), FakeDeleter(), Clock(NOW)).test_client(),
+    create_app(Settings(gang_scheduler="volcano"), FakeDeleter(), Clock(NOW)).test_client(),
+]
+
+
+def check(status: int, data: bytes) -> None:
+    assert status in (200, 400, 413), data[:300]
+    payload = json.loads(data)
+    if status == 200:
+        assert set(payload) <= {"status", "children", "resyncAfterSeconds", "finalized"}
+        assert isinstance(payload["status"], dict) and isinstance(payload["children"], list)
+        # What the hook computes is clean JSON. Children of a finished job are the observed ones
+        # returned as they came (the apiserver stores no nulls), so a null planted there may echo back.
+        problems = json_hygiene_problems({k: v for k, v in payload.items() if k != "children"})
+        assert problems == [], problems[:5]
+        assert all(
+            isinstance(c, dict) and isinstance(c["metadata"]["name"], str) for c in payload["children"]
+        )
+    else:
+        assert set(payload) == {"error"} and "\n" not in payload["error"]
+
+
+@FUZZ
+@given(body=hostile_bodies(SEEDS), client=st.sampled_from(CLIENTS), ascii_only=st.booleans())
+def test_hostile_sync_bodies_never_get_a_5xx(body: Any, client: Any, ascii_only: bool) -> None:
+    response = client.post("/sync", data=encode(body, ascii_only), content_type="application/json")
+    check(response.status_code, response.data)
+
+
+@FUZZ
+@given(body=hostile_bodies(SEEDS), ascii_only=st.booleans())
+def test_hostile_finalize_bodies_never_get_a_5xx(body: Any, ascii_only: bool) -> None:
+    response = CLIENTS[0].post("/finalize", data=encode(body, ascii_only), content_type="application/json")
+    check(response.status_code, response.data)
+
+
+def test_a_child_whose_kind_is_not_a_string_is_a_400() -> None:
+    """Found by the suite above: a list as a child's kind reached a dict key in the finished-job path."""
+    body = SEEDS[2]
+    child = next(iter(body["children"]["Pod.v1"].values()))
+    hostile = {**body, "children": {"Pod.v1": {child["metadata"]["name"]: {**child, "kind": ["Pod"]}}}}
+    response = CLIENTS[0].post("/sync", data=encode(hostile), content_type="application/json")
+    assert response.status_code == 400
+    assert response.get_json() == {
+        "error": f"children['Pod.v1'][{child['metadata']['name']!r}].kind must be a string"
+    }
