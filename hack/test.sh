@@ -9,6 +9,7 @@ PYTHON=${PYTHON:-python3}
 
 bash hack/install.sh
 bash hack/build-control-plane.sh
+bash hack/build-kubeflow.sh  # Kubeflow itself, for tests/differential
 
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .

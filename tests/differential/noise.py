@@ -1,0 +1,71 @@
+"""What Kubeflow v1.9.4 does differently from one run to the next, so no operator can match it byte for byte.
+
+Each rule was seen in the self-check (selfcheck.py: Kubeflow against Kubeflow, same cases) and is traced
+to Kubeflow's source. A rule accepts a difference only in the direction the randomness goes (Kubeflow
+leaves something out or adds a spurious Warning; our side is deterministic), so a difference where our
+side is the one missing something is still reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from deliberate import Selector
+from diff import ABSENT, Difference
+
+# client-go's EventSourceObjectSpamFilter: 25 Events per (source, object), then one per 5 minutes.
+SPAM_FILTER_BURST = 25
+
+
+@dataclass(frozen=True)
+class Noise:
+    id: str
+    why: str
+    selectors: tuple[Selector, ...]
+    # Further condition on Kubeflow's snapshot at that checkpoint.
+    when: Callable[[dict[str, Any]], bool] = lambda snapshot: True
+
+
+RULES = (
+    Noise(
+        "kubeflow-event-spam-filter",
+        "Kubeflow re-records ExitedWithCode and the like on every reconcile; once a job has had 25 "
+        "emissions, client-go's spam filter drops the rest, so which later Events exist depends on how often "
+        "it reconciled. Accepted only when Kubeflow's side reached the burst.",
+        (Selector(path="events[*", kubeflow=ABSENT),),
+        lambda snapshot: int(snapshot.get("_eventEmissions") or 0) >= SPAM_FILTER_BURST,
+    ),
+    Noise(
+        "kubeflow-replica-selector-map-order",
+        "PyTorch/Paddle/JAX controllers set each replicaStatuses selector in a loop over the replica map and "
+        "return as soon as the job succeeds; Go's map order is random, so a type after the deciding one "
+        "keeps no selector in about half the runs (pytorchjob_controller.go updateGeneralJobStatus).",
+        (Selector(path="job.status.replicaStatuses.*.selector", kubeflow=ABSENT),),
+    ),
+    Noise(
+        "kubeflow-mpi-stale-cache-create",
+        "The MPIJob controller creates pods from a stale informer cache and reports the 'already exists' "
+        "error of its own earlier create as a Warning (mpijob_controller.go getOrCreateWorker/Launcher); "
+        "its FailedCreatePod event then has an empty pod name.",
+        (
+            Selector(path="events[Warning MPIJobFailed: * already exists]", trainop=ABSENT),
+            Selector(path="events[Warning FailedCreatePod: Created worker pod: ]", trainop=ABSENT),
+        ),
+    ),
+    Noise(
+        "kubeflow-ttl-double-delete",
+        "After deleting a job whose TTL expired, a queued reconcile of the same job deletes it again and "
+        "records the 'not found' error as a Warning (common/job.go CleanupJob).",
+        (Selector(path="events[Warning FailedDeletePod: Error deleting: * not found]", trainop=ABSENT),),
+    ),
+)
+
+
+def explain(d: Difference, kubeflow_snapshot: dict[str, Any]) -> str | None:
+    for rule in RULES:
+        fields = (d.case, d.checkpoint, d.path, d.kubeflow, d.trainop)
+        if any(s.matches(*fields) for s in rule.selectors) and rule.when(kubeflow_snapshot):
+            return rule.id
+    return None

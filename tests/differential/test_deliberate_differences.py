@@ -1,0 +1,182 @@
+"""The deliberate-differences list, its selectors, the README block, and the snapshot comparison rules.
+
+These need no cluster; the differential run itself is test_differential.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import deliberate
+import normalize
+import pytest
+from diff import ABSENT, diff
+
+ENTRY = {"id": "x", "what": "w", "kubeflow": "k", "trainop": "t", "why": "y"}
+
+
+def entry(**match: Any) -> deliberate.Entry:
+    (parsed,) = deliberate.parse([{**ENTRY, "match": [match]}])
+    return parsed
+
+
+def explain(e: deliberate.Entry, path: str, case: str = "c", checkpoint: str = "p",
+            kubeflow: Any = "a", trainop: Any = "b") -> str | None:  # fmt: skip
+    return deliberate.explain([e], case, checkpoint, path, kubeflow, trainop)
+
+
+# ---------------------------------------------------------------------------------------------- the list
+def test_readme_block_is_rendered_from_the_list() -> None:
+    text = deliberate.README.read_text()
+    assert deliberate.readme_block(text) == deliberate.render(deliberate.load()), (
+        "README.md's deliberate-differences block is stale: run "
+        "python tests/differential/deliberate.py --write-readme"
+    )
+
+
+def test_the_list_parses() -> None:
+    assert deliberate.load()
+
+
+def test_an_entry_without_a_field_is_rejected_with_its_id() -> None:
+    with pytest.raises(deliberate.ListError, match=r"entry #0 \(x\): missing or empty \['why'\]"):
+        deliberate.parse([{k: v for k, v in ENTRY.items() if k != "why"}])
+
+
+def test_duplicate_ids_are_rejected() -> None:
+    with pytest.raises(deliberate.ListError, match="duplicate ids"):
+        deliberate.parse([ENTRY, ENTRY])
+
+
+def test_a_selector_starting_with_a_wildcard_is_rejected() -> None:
+    with pytest.raises(deliberate.ListError, match="starts with a wildcard"):
+        entry(path="*.reason", case="c")
+
+
+def test_a_wildcard_path_needs_a_case_or_a_value() -> None:
+    with pytest.raises(deliberate.ListError, match="add a 'case'"):
+        entry(path="events[*")
+
+
+def test_unknown_selector_keys_are_rejected() -> None:
+    with pytest.raises(deliberate.ListError, match=r"unknown keys \['paths'\]"):
+        entry(path="job.status", paths="x")
+
+
+# ---------------------------------------------------------------------------------------------- selectors
+def test_a_selector_matches_path_case_checkpoint_and_values() -> None:
+    e = entry(path="job.status.conditions[Failed].reason", case="mpi-*", checkpoint="launcher-failed",
+              kubeflow="MPIJobMPIJobFailed", trainop="MPIJobFailed")  # fmt: skip
+    path = "job.status.conditions[Failed].reason"
+    assert (
+        explain(e, path, "mpi-launcher-fails", "launcher-failed", "MPIJobMPIJobFailed", "MPIJobFailed") == "x"
+    )
+    assert explain(e, path, "tf-x", "launcher-failed", "MPIJobMPIJobFailed", "MPIJobFailed") is None
+    assert explain(e, path, "mpi-launcher-fails", "running", "MPIJobMPIJobFailed", "MPIJobFailed") is None
+    assert explain(e, path, "mpi-launcher-fails", "launcher-failed", "MPIJobMPIJobFailed", "Other") is None
+
+
+def test_brackets_in_a_selector_are_literal() -> None:
+    e = entry(path="job.status.conditions[Failed].reason")
+    assert explain(e, "job.status.conditions[Failed].reason") == "x"
+    assert explain(e, "job.status.conditions[F].reason") is None
+
+
+def test_star_matches_any_run_of_characters() -> None:
+    e = entry(path="events[Normal SuccessfulCreatePod: Created pod: *]", trainop=ABSENT)
+    assert explain(e, "events[Normal SuccessfulCreatePod: Created pod: j-worker-0]", trainop=ABSENT) == "x"
+    assert (
+        explain(e, "events[Normal SuccessfulCreatePod: Created pod: j-worker-0]", trainop="present") is None
+    )
+
+
+# ---------------------------------------------------------------------------------------------- comparison
+def snap(children: dict[str, Any] | None = None, **job: Any) -> dict[str, Any]:
+    return {
+        "job": {"exists": True, "status": job},
+        "children": children or {},
+        "events": [],
+        "eventSources": [],
+    }
+
+
+def test_a_child_on_one_side_only_is_one_difference() -> None:
+    (d,) = diff("c", "p", snap({"Pod/a": {"spec": {"x": 1, "y": 2}}}), snap())
+    assert (d.path, d.kubeflow, d.trainop) == ("children[Pod/a]", "present", ABSENT)
+
+
+def test_conditions_are_compared_by_type_not_by_order() -> None:
+    a = snap(conditions=[{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}])
+    b = snap(conditions=[{"type": "Running", "status": "True"}, {"type": "Created", "status": "True"}])
+    assert diff("c", "p", a, b) == []
+
+
+def test_a_changed_env_value_is_named_by_container_and_variable() -> None:
+    pod = {"spec": {"containers": [{"name": "pytorch", "env": [{"name": "RANK", "value": "0"}]}]}}
+    other = {"spec": {"containers": [{"name": "pytorch", "env": [{"name": "RANK", "value": "1"}]}]}}
+    (d,) = diff("c", "p", snap({"Pod/a": pod}), snap({"Pod/a": other}))
+    assert d.path == "children[Pod/a].spec.containers[pytorch].env[RANK].value"
+
+
+def test_a_missing_event_is_a_difference_of_its_own() -> None:
+    a = {**snap(), "events": ["Normal PyTorchJobCreated: m", "Normal SuccessfulCreatePod: Created pod: a"]}
+    b = {**snap(), "events": ["Normal PyTorchJobCreated: m"]}
+    (d,) = diff("c", "p", a, b)
+    assert (d.path, d.kubeflow, d.trainop) == (
+        "events[Normal SuccessfulCreatePod: Created pod: a]",
+        "present",
+        ABSENT,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- normalising
+def raw_pod(name: str, uid: str, token: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name, "uid": uid, "resourceVersion": uid, "creationTimestamp": uid,
+            "labels": {"app": "x", "metacontroller.k8s.io/x": uid},
+            "ownerReferences": [{"kind": "PyTorchJob", "name": "j", "uid": uid, "controller": True}],
+        },
+        "spec": {"containers": [{"name": "c", "volumeMounts": [{"name": token, "mountPath": "/var/run"}]}],
+                 "volumes": [{"name": token, "projected": {}}]},
+        "status": {"phase": "Running", "podIP": uid},
+    }  # fmt: skip
+
+
+def test_incidental_pod_fields_are_not_compared() -> None:
+    one = normalize.snapshot({"Pod": [raw_pod("p", "1", "kube-api-access-abcde")]}, "PyTorchJob", "j")
+    two = normalize.snapshot({"Pod": [raw_pod("p", "2", "kube-api-access-zyxwv")]}, "PyTorchJob", "j")
+    assert one == two
+    assert one["children"]["Pod/p"]["metadata"]["labels"] == {"app": "x"}
+
+
+def test_an_allocated_cluster_ip_is_not_compared_but_headless_is() -> None:
+    def svc(ip: str) -> dict[str, Any]:
+        return {"metadata": {"name": "s"}, "spec": {"clusterIP": ip, "clusterIPs": [ip]}}
+
+    snaps = [
+        normalize.snapshot({"Service": [svc(ip)]}, "TFJob", "j") for ip in ("10.96.0.7", "10.96.0.9", "None")
+    ]
+    assert snaps[0] == snaps[1] != snaps[2]
+
+
+def test_job_times_are_compared_as_present_or_absent() -> None:
+    created = {"type": "Created", "status": "True", "reason": "R", "message": "m"}
+    job = {
+        "status": {
+            "startTime": "2026-01-01T00:00:00Z",
+            "conditions": [{**created, "lastTransitionTime": "t"}],
+        }
+    }
+    status = normalize.snapshot({"job": job}, "TFJob", "j")["job"]["status"]
+    assert status == {"startTime": "<set>", "conditions": [created]}
+
+
+def test_only_events_on_the_job_count_and_repeats_are_one() -> None:
+    def ev(kind: str, name: str) -> dict[str, Any]:
+        return {"type": "Normal", "reason": "R", "message": "m", "count": 3,
+                "involvedObject": {"kind": kind, "name": name}, "source": {"component": "op"}}  # fmt: skip
+
+    events = [ev("TFJob", "j"), ev("TFJob", "j"), ev("Pod", "j-worker-0"), ev("TFJob", "other")]
+    out = normalize.snapshot({"Event": events}, "TFJob", "j")
+    assert (out["events"], out["eventSources"]) == (["Normal R: m"], ["op"])
