@@ -44,6 +44,9 @@ class Event:
     message: str
     # Same for every sync implying the same happening; differs for a new one (see the module doc).
     occurrence: str
+    # Events about single children are rate-limited per job like client-go's; the job's own
+    # transitions (Succeeded, Failed, Suspended...) are always recorded.
+    about_child: bool = True
 
     def name(self, job_name: str, job_uid: str) -> str:
         """A deterministic object name: client-go's aggregation key (type, reason, message) per job uid."""
@@ -83,7 +86,7 @@ def derive(facts: SyncFacts) -> list[Event]:
 
 
 def invalid(kind: str, message: str) -> Event:
-    return Event(WARNING, f"{kind}FailedValidation", message, "invalid")
+    return Event(WARNING, f"{kind}FailedValidation", message, "invalid", False)
 
 
 # ---- conditions ---------------------------------------------------------------------------------
@@ -102,11 +105,12 @@ def _suspension(facts: SyncFacts, before: list[Json], after: list[Json]) -> Iter
     kind, name = facts.ctx.info.kind, facts.ctx.name
     suspended = _became(before, after, c.SUSPENDED, "True")
     if suspended is not None:
-        yield Event(NORMAL, f"{kind}Suspended", f"{kind} {name} is suspended.", f"suspended@{suspended}")
+        message = f"{kind} {name} is suspended."
+        yield Event(NORMAL, f"{kind}Suspended", message, f"suspended@{suspended}", False)
     resumed = _became(before, after, c.SUSPENDED, "False")
     if resumed is not None:
         start = facts.status.get("startTime")
-        yield Event(NORMAL, f"{kind}Resumed", f"{kind} {name} is resumed.", f"resumed@{start}")
+        yield Event(NORMAL, f"{kind}Resumed", f"{kind} {name} is resumed.", f"resumed@{start}", False)
 
 
 def _conclusions(facts: SyncFacts, before: list[Json], after: list[Json]) -> Iterable[Event]:
@@ -118,15 +122,15 @@ def _conclusions(facts: SyncFacts, before: list[Json], after: list[Json]) -> Ite
             restarting = find(after, c.RESTARTING)
             if restarting and restarting.get("status") == "True":
                 message = str(restarting.get("message"))
-                yield Event(WARNING, f"{kind}Restarting", message, "restart:" + ",".join(uids))
+                yield Event(WARNING, f"{kind}Restarting", message, "restart:" + ",".join(uids), False)
     succeeded = _became(before, after, c.SUCCEEDED, "True")
     if succeeded is not None:
         message = str((find(after, c.SUCCEEDED) or {}).get("message"))
         if kind == "MPIJob":
             # The launcher step records its own message under Kubeflow's plural-prefixed reason.
             launcher = f"MPIJob {ctx.namespace}/{ctx.name} successfully completed."
-            yield Event(NORMAL, "mpijobsSucceeded", launcher, "succeeded")
-        yield Event(NORMAL, f"{kind}Succeeded", message, "succeeded")
+            yield Event(NORMAL, "mpijobsSucceeded", launcher, "succeeded", False)
+        yield Event(NORMAL, f"{kind}Succeeded", message, "succeeded", False)
     failed = _became(before, after, c.FAILED, "True")
     if failed is not None:
         message = str((find(after, c.FAILED) or {}).get("message"))
@@ -136,8 +140,8 @@ def _conclusions(facts: SyncFacts, before: list[Json], after: list[Json]) -> Ite
             pod = _launcher(facts)
             if pod is not None and pod.phase == "Failed":
                 reason = str((pod.obj.get("status") or {}).get("reason") or "MPIJobFailed")
-                yield Event(WARNING, reason, f"MPIJob {ctx.namespace}/{ctx.name} has failed", "failed")
-        yield Event(NORMAL, f"{kind}Failed", message, "failed")
+                yield Event(WARNING, reason, f"MPIJob {ctx.namespace}/{ctx.name} has failed", "failed", False)
+        yield Event(NORMAL, f"{kind}Failed", message, "failed", False)
 
 
 # ---- pods ---------------------------------------------------------------------------------------
@@ -162,7 +166,7 @@ def _pod_outcomes(facts: SyncFacts) -> Iterable[Event]:
             yield Event(WARNING, f"{kind}Restarting", message, pod.uid)
         elif pod.uid in failing:
             message = f'job "{ctx.name}" is failing because "{rtype}" replica(s) failed.'
-            yield Event(WARNING, f"{kind}Failed", message, pod.uid)
+            yield Event(WARNING, f"{kind}Failed", message, pod.uid, False)
 
 
 def _terminated_code(pod: ObservedPod, container: str) -> int | None:
@@ -230,7 +234,7 @@ def _mpi_active(facts: SyncFacts) -> Iterable[Event]:
     workers = [p for p in facts.pods if p.rtype_label == "worker"]
     if launcher is not None and launcher.phase == "Running" and all(p.phase == "Running" for p in workers):
         message = f"MPIJob {ctx.namespace}/{ctx.name} is running"
-        yield Event(NORMAL, "MPIJobRunning", message, launcher.uid)
+        yield Event(NORMAL, "MPIJobRunning", message, launcher.uid, False)
 
 
 # ---- children -----------------------------------------------------------------------------------

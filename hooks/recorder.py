@@ -31,6 +31,10 @@ from hooks.events import Event
 log = logging.getLogger("trainop.hooks")
 Json = dict[str, Any]
 OCCURRENCE = "trainop/occurrence"
+# client-go's spam filter, which Kubeflow's recorders use: per job and event type a bucket of 25
+# events refilled at one per five minutes. It bounds the writes a big job costs the apiserver.
+SPAM_BURST = 25
+SPAM_REFILL_SECONDS = 300.0
 # Kubernetes serialises event times with microseconds for eventTime and whole seconds elsewhere.
 SECONDS = "%Y-%m-%dT%H:%M:%SZ"
 PATCH_ATTEMPTS = 3
@@ -104,6 +108,8 @@ class Recorder:
         self.cache_size = cache_size
         # event name -> the occurrence this process last saw recorded under it
         self.recorded: OrderedDict[str, str] = OrderedDict()
+        # (job uid, event type) -> (tokens left, when counted); only the writer thread touches it
+        self.buckets: OrderedDict[tuple[str, str], tuple[float, datetime]] = OrderedDict()
         self.lock = threading.Lock()
         self._thread_pid: int | None = None
 
@@ -161,10 +167,25 @@ class Recorder:
             log.warning(json.dumps({**entry, "reason": "no job with the request's uid on the apiserver"}))
             return
         for event in batch.events:
+            if event.about_child and not self._take_token(batch.uid, event.type):
+                entry = {"event": "event-rate-limited", "name": batch.name, "reason": event.reason}
+                log.info(json.dumps({**entry, "namespace": batch.namespace}))
+                continue
             try:
                 self._record(job, event)
             except Exception:
                 log.exception("recording %s for %s/%s failed", event.reason, batch.namespace, batch.name)
+
+    def _take_token(self, uid: str, event_type: str) -> bool:
+        now = self.clock()
+        tokens, since = self.buckets.get((uid, event_type), (float(SPAM_BURST), now))
+        tokens = min(float(SPAM_BURST), tokens + (now - since).total_seconds() / SPAM_REFILL_SECONDS)
+        allowed = tokens >= 1
+        self.buckets[(uid, event_type)] = (tokens - 1 if allowed else tokens, now)
+        self.buckets.move_to_end((uid, event_type))
+        while len(self.buckets) > self.cache_size:
+            self.buckets.popitem(last=False)
+        return allowed
 
     def _record(self, job: Json, event: Event) -> None:
         body = event_object(job, event, self.clock())

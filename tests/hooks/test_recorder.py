@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hooks.app import create_app
@@ -190,3 +190,34 @@ def test_the_sync_route_hands_its_events_to_the_recorder() -> None:
         "Created pod: j-master-0",
         "Created service: j-master-0",
     ]
+
+
+def test_events_about_children_are_limited_to_kubeflows_burst_of_25_per_job_and_type() -> None:
+    api = FakeEventApi()
+    created = [
+        Event("Normal", "SuccessfulCreatePod", f"Created pod: j-worker-{i}", "first") for i in range(40)
+    ]
+    recorder(api).write(batch(*created))
+    assert len(api.events) == 25
+
+
+def test_the_jobs_own_transitions_are_recorded_past_the_limit() -> None:
+    api = FakeEventApi()
+    created = [
+        Event("Normal", "SuccessfulCreatePod", f"Created pod: j-worker-{i}", "first") for i in range(30)
+    ]
+    succeeded = Event("Normal", "PyTorchJobSucceeded", "PyTorchJob j is successfully completed.", "s", False)
+    recorder(api).write(batch(*created, succeeded))
+    assert "PyTorchJob j is successfully completed." in {e["message"] for e in api.events.values()}
+
+
+def test_the_limit_refills_one_event_per_five_minutes() -> None:
+    api = FakeEventApi()
+    clock = [NOW]
+    rec = Recorder(api, clock=lambda: clock[0])
+    rec.write(batch(*[Event("Warning", "R", f"m{i}", "o") for i in range(25)]))
+    rec.write(batch(Event("Warning", "R", "late", "o")))
+    assert "late" not in {e["message"] for e in api.events.values()}
+    clock[0] = NOW + timedelta(seconds=300)
+    rec.write(batch(Event("Warning", "R", "later", "o")))
+    assert "later" in {e["message"] for e in api.events.values()}
