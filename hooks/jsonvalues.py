@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import orjson
+
+# orjson (and Go's int64 on Metacontroller's side) cannot carry a larger integer: such a float stays one.
+INT64_LIMIT = 2.0**63
 
 
 def clean(value: Any) -> Any:
@@ -14,7 +16,7 @@ def clean(value: Any) -> Any:
         return {k: clean(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [clean(v) for v in value if v is not None]
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) < INT64_LIMIT:
         return int(value)
     return value
 
