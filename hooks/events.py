@@ -116,13 +116,12 @@ def _suspension(facts: SyncFacts, before: list[Json], after: list[Json]) -> Iter
 def _conclusions(facts: SyncFacts, before: list[Json], after: list[Json]) -> Iterable[Event]:
     kind, ctx = facts.ctx.info.kind, facts.ctx
     failing = {rtype for rtype, _ in facts.exit_code_failures}
-    for rtype in ctx.replica_specs:
-        uids = sorted(p.uid for p in facts.pods if p.name in facts.restarting and _rtype(ctx, p) == rtype)
-        if uids and not finished(after):
-            restarting = find(after, c.RESTARTING)
-            if restarting and restarting.get("status") == "True":
-                message = str(restarting.get("message"))
-                yield Event(WARNING, f"{kind}Restarting", message, "restart:" + ",".join(uids), False)
+    restarting = find(after, c.RESTARTING)
+    if facts.restarting and restarting and restarting.get("status") == "True" and not finished(after):
+        # The kind-level message of the Restarting condition; one occurrence per set of failed pods.
+        uids = sorted(p.uid for p in facts.pods if p.name in facts.restarting)
+        message = str(restarting.get("message"))
+        yield Event(WARNING, f"{kind}Restarting", message, "restart:" + ",".join(uids), False)
     succeeded = _became(before, after, c.SUCCEEDED, "True")
     if succeeded is not None:
         message = str((find(after, c.SUCCEEDED) or {}).get("message"))
@@ -145,19 +144,17 @@ def _conclusions(facts: SyncFacts, before: list[Json], after: list[Json]) -> Ite
 
 
 # ---- pods ---------------------------------------------------------------------------------------
-def _rtype(ctx: JobContext, pod: ObservedPod) -> str | None:
-    return next((t for t in ctx.replica_specs if t.lower() == pod.rtype_label), None)
-
-
 def _pod_outcomes(facts: SyncFacts) -> Iterable[Event]:
     """Kubeflow's ReconcilePods: the exit code of every terminated pod, then its restart or failure."""
     ctx, kind = facts.ctx, facts.ctx.info.kind
     failing = {p.uid for _, p in facts.exit_code_failures}
+    types = {t.lower(): t for t in ctx.replica_specs}
+    containers = {t: facts.fw.exit_code_container(ctx, t) for t in ctx.replica_specs}
     for pod in facts.pods:
-        rtype = _rtype(ctx, pod)
+        rtype = types.get(pod.rtype_label or "")
         if rtype is None:
             continue
-        code = _terminated_code(pod, facts.fw.exit_code_container(ctx, rtype))
+        code = _terminated_code(pod, containers[rtype])
         if code is not None:
             message = f"Pod: {ctx.namespace}.{pod.name} exited with code {code}"
             yield Event(NORMAL, "ExitedWithCode", message, f"{pod.uid}:{code}")
@@ -183,13 +180,15 @@ def _terminated_code(pod: ObservedPod, container: str) -> int | None:
 def _abnormal_pods(pods: Sequence[ObservedPod]) -> Iterable[Event]:
     """Kubeflow's RecordAbnormalPods: why an active pod is unwell, from its containers or conditions."""
     for pod in pods:
-        if pod.phase in ("Succeeded", "Failed") or pod.deleting:
-            continue
         status = pod.obj.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed") or pod.obj["metadata"].get("deletionTimestamp"):
+            continue
         statuses = status.get("containerStatuses") or status.get("initContainerStatuses") or []
         if statuses:
             for ctr in statuses:
-                yield from _container_trouble(pod, ctr)
+                state = ctr.get("state") or {}
+                if "terminated" in state or "waiting" in state:  # running containers: nothing to say
+                    yield from _container_trouble(pod, ctr)
             continue
         conditions = [x for x in status.get("conditions") or [] if isinstance(x, dict)]
         if not conditions:
@@ -241,34 +240,37 @@ def _mpi_active(facts: SyncFacts) -> Iterable[Event]:
 def _children(facts: SyncFacts) -> Iterable[Event]:
     """Created and deleted pods, services and PodGroups: the desired set against the observed one."""
     ctx = facts.ctx
-    desired = {(o.get("kind"), o["metadata"]["name"]) for o in facts.desired}
-    observed_pods = {p.name: p for p in facts.pods}
+    desired: set[tuple[Any, str]] = set()
+    new_pods: list[Json] = []
+    new_services: list[str] = []
+    observed_pods = {p.name for p in facts.pods}
+    observed_services = {str(o["metadata"]["name"]): o for o in (facts.children.get(SERVICE) or {}).values()}
+    for obj in facts.desired:
+        kind, name = obj.get("kind"), obj["metadata"]["name"]
+        desired.add((kind, name))
+        if kind == "Pod" and name not in observed_pods:
+            new_pods.append(obj)
+        elif kind == "Service" and name not in observed_services:
+            new_services.append(name)
     start = facts.status.get("startTime")
     restarts: Mapping[str, Json] = facts.status.get("podRestarts") or {}
-    template_policy = {
-        rtype: bool(((ctx.replica_specs[rtype].get("template") or {}).get("spec") or {}).get("restartPolicy"))
-        for rtype in ctx.replica_specs
-    }
-    for obj in facts.desired:
+    types = {t.lower(): t for t in ctx.replica_specs}
+    for obj in new_pods:
         name = obj["metadata"]["name"]
-        if obj.get("kind") != "Pod" or name in observed_pods:
-            continue
         occurrence = f"{start}/{(restarts.get(name) or {}).get('count', 0)}:{name}"
-        rtype = next((t for t in ctx.replica_specs if t.lower() == _label(obj)), None)
-        if rtype and template_policy[rtype]:
+        rtype = types.get(_label(obj) or "")
+        template = (ctx.replica_specs[rtype].get("template") or {}) if rtype else {}
+        if (template.get("spec") or {}).get("restartPolicy"):
             message = "Restart policy in pod template will be overwritten by restart policy in replica spec"
             yield Event(WARNING, "SetPodTemplateRestartPolicy", message, occurrence)
         yield _created_pod(ctx, rtype, name, occurrence)
     for pod in facts.pods:
-        if not pod.deleting and ("Pod", pod.name) not in desired:
+        if ("Pod", pod.name) not in desired and not pod.deleting:
             yield Event(NORMAL, "SuccessfulDeletePod", f"Deleted pod: {pod.name}", pod.uid)
-    observed_services = {o["metadata"]["name"]: o for o in objects(facts.children, SERVICE)}
-    for obj in facts.desired:
-        name = obj["metadata"]["name"]
-        if obj.get("kind") == "Service" and name not in observed_services:
-            yield Event(NORMAL, "SuccessfulCreateService", f"Created service: {name}", f"{start}:{name}")
+    for name in new_services:
+        yield Event(NORMAL, "SuccessfulCreateService", f"Created service: {name}", f"{start}:{name}")
     for name, svc in observed_services.items():
-        if not svc["metadata"].get("deletionTimestamp") and ("Service", name) not in desired:
+        if ("Service", name) not in desired and not svc["metadata"].get("deletionTimestamp"):
             uid = str(svc["metadata"].get("uid") or name)
             yield Event(NORMAL, "SuccessfulDeleteService", f"Deleted service: {name}", uid)
     for key, group in facts.children.items():
