@@ -3,10 +3,12 @@ and no child writes when a job finishes."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.builders import job, with_run_policy
-from tests.hooks.fakes import Cluster
+from tests.hooks.fakes import LAST_APPLIED, Cluster
 
 
 def finished_cluster(job_spec: dict, leaders: tuple[str, ...], fail: bool = False) -> Cluster:
@@ -86,3 +88,25 @@ def test_clean_pod_policy_all_deletes_and_writes_nothing_else() -> None:
     cluster.sync(5)
     assert cluster.updated == []
     assert sorted(cluster.deleted) == sorted(["j-master-0", "j-worker-0", "j-worker-1"] * 2)
+
+
+def test_a_finished_jobs_service_comes_back_exactly_as_last_applied() -> None:
+    cluster = finished_cluster(job("PyTorchJob", name="j", Master=1, Worker=1), ("j-master-0",))
+    result = cluster.sync(5)
+    returned = next(
+        o for o in result.children if o["kind"] == "Service" and o["metadata"]["name"] == "j-worker-0"
+    )
+    applied = json.loads(cluster.services()["j-worker-0"]["metadata"]["annotations"][LAST_APPLIED])
+    assert returned == applied
+    assert "clusterIPs" not in returned["spec"]
+
+
+def test_a_child_without_last_applied_comes_back_with_only_the_fields_we_own() -> None:
+    cluster = finished_cluster(job("PyTorchJob", name="j", Master=1, Worker=1), ("j-master-0",))
+    del cluster.services()["j-worker-0"]["metadata"]["annotations"][LAST_APPLIED]
+    result = cluster.sync(5)
+    returned = next(
+        o for o in result.children if o["kind"] == "Service" and o["metadata"]["name"] == "j-worker-0"
+    )
+    assert set(returned) == {"apiVersion", "kind", "metadata", "spec"}
+    assert "uid" not in returned["metadata"] and "ownerReferences" not in returned["metadata"]
