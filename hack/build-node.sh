@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The build_* functions are called indirectly through run_piece.
+# shellcheck disable=SC2317
+# Builds what the real-node test tier (tests/e2e_node) needs on top of hack/build-control-plane.sh, into
+# the same cache OUTSIDE the repo (${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}):
+#   bin/kubelet, bin/kube-proxy   the k8s.io/kubernetes wrapper module (hack/lib/k8s-wrapper.sh), same
+#                                 version as the control plane
+#   bin/coredns                   CoreDNS from the Go module proxy
+#   images/oci                    an OCI image layout, served to containerd by the tier's pull-only
+#                                 loopback registry (tests/e2e_node/registry.py), holding
+#     trainop-e2e/pause           the sandbox image: a static Go program that sleeps and reaps children
+#     trainop-e2e/toolbox         busybox (Debian's busybox-static) + kubectl: Kubeflow's kubectl-delivery
+#                                 init container for MPI launchers and the PyTorch DNS-wait init container
+#   (the training images are added to the same layout by hack/build-training-images.sh)
+# and installs the Debian packages of the node: containerd, runc, the CNI plugins, iptables, conntrack.
+# Recipe and measurements: shared spec real-node/real-node.md. Stamps and logs work like in
+# build-control-plane.sh: a piece is reused only when its stamp names the wanted version.
+set -euo pipefail
+HACK="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=hack/lib/toolchains.sh
+. "$HACK/lib/toolchains.sh"
+# shellcheck source=hack/lib/k8s-wrapper.sh
+. "$HACK/lib/k8s-wrapper.sh"
+
+CACHE="${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}"
+BIN="$CACHE/bin"
+SRC="$CACHE/src"
+LAYOUT="$CACHE/images/oci"
+PYTHON="${PYTHON:-python3}"
+
+K8S_VERSION="1.36.3"
+COREDNS_VERSION="1.14.7"
+# The tags of the images built here; bump one when its content changes (tests/e2e_node reads them from
+# the stamps).
+PAUSE_VERSION="3.10"
+TOOLBOX_VERSION="1"
+DEBS="containerd runc containernetworking-plugins iptables conntrack"
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-buildvcs=false -p=2"
+mkdir -p "$BIN" "$SRC" "$LAYOUT"
+
+log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Its own lock, not the control plane build's: the e2e suite runs that script before every session and
+# must not wait through a ten-minute node build.
+exec 9>"$CACHE/.node-build.lock"
+if ! flock -n 9; then
+  log "another node build holds $CACHE/.node-build.lock; waiting"
+  flock 9
+fi
+
+stamp_ok() { # piece version files...
+  local piece="$1" version="$2"; shift 2
+  [ "$(cat "$BIN/.stamp-$piece" 2>/dev/null || true)" = "$version" ] || return 1
+  local f
+  for f in "$@"; do [ -s "$f" ] || return 1; done
+}
+write_stamp() { printf '%s\n' "$2" >"$BIN/.stamp-$1.tmp" && mv "$BIN/.stamp-$1.tmp" "$BIN/.stamp-$1"; }
+clear_stamp() { rm -f "$BIN/.stamp-$1"; }
+
+# ---------------------------------------------------------------------------------------------
+install_debs() {
+  local missing=() p
+  for p in $DEBS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then log "Debian packages present: $DEBS"; return 0; fi
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The package enables a system containerd under systemd; there is no systemd here, and the tests
+  # run their own containerd with their own config and state anyway.
+  containerd --version && runc --version && iptables --version
+}
+
+# ---------------------------------------------------------------------------------------------
+build_node_k8s() {
+  stamp_ok node-k8s "$K8S_VERSION" "$BIN/kubelet" "$BIN/kube-proxy" && {
+    log "kubelet, kube-proxy v$K8S_VERSION cached"; return 0; }
+  clear_stamp node-k8s
+  # Its own wrapper module: adding tools to the control plane's would rebuild them there too.
+  k8s_wrapper_module "$SRC/kubernetes-node-$K8S_VERSION" "$K8S_VERSION"
+  go get -tool "k8s.io/kubernetes/cmd/kubelet@v$K8S_VERSION" "k8s.io/kubernetes/cmd/kube-proxy@v$K8S_VERSION"
+  local tmp="$CACHE/.node-bin.tmp" b
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  GOBIN="$tmp" go install -trimpath -ldflags "$(k8s_version_ldflags "$K8S_VERSION")" tool
+  for b in kubelet kube-proxy; do "$tmp/$b" --version; done
+  for b in kubelet kube-proxy; do mv "$tmp/$b" "$BIN/$b"; done
+  rm -rf "$tmp"
+  write_stamp node-k8s "$K8S_VERSION"
+}
+
+# ---------------------------------------------------------------------------------------------
+build_coredns() {
+  stamp_ok coredns "$COREDNS_VERSION" "$BIN/coredns" && { log "coredns v$COREDNS_VERSION cached"; return 0; }
+  clear_stamp coredns
+  local tmp="$CACHE/.coredns-bin.tmp"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@v$COREDNS_VERSION"
+  "$tmp/coredns" -version
+  mv "$tmp/coredns" "$BIN/coredns"
+  rm -rf "$tmp"
+  write_stamp coredns "$COREDNS_VERSION"
+}
+
+# ---------------------------------------------------------------------------------------------
+build_pause() {
+  stamp_ok pause "$PAUSE_VERSION" "$LAYOUT/index.json" && { log "pause image cached"; return 0; }
+  clear_stamp pause
+  # Registries are unreachable, so the sandbox image is built here: sleep until TERM/INT, reap children.
+  local w="$SRC/pause"
+  rm -rf "$w" && mkdir -p "$w/root"
+  cat >"$w/main.go" <<'EOF'
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+	for s := range sigs {
+		if s != syscall.SIGCHLD {
+			os.Exit(0)
+		}
+		for {
+			var ws syscall.WaitStatus
+			if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
+				break
+			}
+		}
+	}
+}
+EOF
+  printf 'module e2e.invalid/pause\n\ngo 1.24\n' >"$w/go.mod"
+  ( cd "$w" && go build -trimpath -ldflags "-s -w" -o root/pause . )
+  tar -C "$w/root" --owner=0 --group=0 --numeric-owner -cf "$w/layer.tar" pause
+  "$PYTHON" "$HACK/lib/oci_layout.py" --layout "$LAYOUT" --ref "trainop-e2e/pause:$PAUSE_VERSION" \
+    --entrypoint /pause "$w/layer.tar"
+  rm -rf "$w"
+  write_stamp pause "$PAUSE_VERSION"
+}
+
+# ---------------------------------------------------------------------------------------------
+build_toolbox() {
+  local kubectl_version
+  kubectl_version="$(cat "$BIN/.stamp-kubectl")"
+  local want="$TOOLBOX_VERSION-kubectl$kubectl_version"
+  stamp_ok toolbox "$want" "$LAYOUT/index.json" && { log "toolbox image cached"; return 0; }
+  clear_stamp toolbox
+  local w="$SRC/toolbox"
+  rm -rf "$w" && mkdir -p "$w/deb" "$w/root/bin" "$w/root/usr/local/bin" "$w/root/tmp"
+  ( cd "$w/deb" && apt-get download busybox-static )
+  dpkg-deb -x "$w"/deb/busybox-static_*.deb "$w/deb/x"
+  cp "$w/deb/x/bin/busybox" "$w/root/bin/busybox"
+  local applet
+  for applet in $("$w/root/bin/busybox" --list); do
+    [ "$applet" = busybox ] || ln -s busybox "$w/root/bin/$applet"
+  done
+  cp "$BIN/kubectl" "$w/root/usr/local/bin/kubectl"
+  # Kubeflow's kubectl-delivery (mpi-operator v1): put kubectl where the launcher's kubexec.sh calls it,
+  # then hold the launcher back until every worker of the hostfile runs, so mpirun's first exec works.
+  cat >"$w/root/usr/local/bin/kubectl-delivery" <<'EOF'
+#!/bin/sh
+set -eu
+: "${TARGET_DIR:?}" "${NAMESPACE:?}"
+cp /usr/local/bin/kubectl "$TARGET_DIR/kubectl"
+echo "kubectl delivered to $TARGET_DIR"
+for host in $(awk '{print $1}' /etc/mpi/hostfile); do
+  pod="${host%%.*}"
+  until [ "$(kubectl get pod "$pod" -n "$NAMESPACE" -o 'jsonpath={.status.phase}' 2>/dev/null)" = Running ]; do
+    sleep 1
+  done
+  echo "worker $pod is running"
+done
+EOF
+  chmod 0755 "$w/root/usr/local/bin/kubectl-delivery"
+  chmod 1777 "$w/root/tmp"
+  tar -C "$w/root" --owner=0 --group=0 --numeric-owner -cf "$w/layer.tar" .
+  "$PYTHON" "$HACK/lib/oci_layout.py" --layout "$LAYOUT" --ref "trainop-e2e/toolbox:$want" \
+    --entrypoint /usr/local/bin/kubectl-delivery "$w/layer.tar"
+  rm -rf "$w"
+  write_stamp toolbox "$want"
+}
+
+# ---------------------------------------------------------------------------------------------
+declare -a SUMMARY=()
+FAILED=0
+LOGS="$CACHE/logs"
+mkdir -p "$LOGS"
+run_piece() { # name function
+  local name="$1" fn="$2" t0 t1 rc log_file="$LOGS/$1.log"
+  log "=== $name: start (log: $log_file)"
+  t0="$(date +%s)"
+  set +e
+  ( set -euo pipefail; "$fn" ) >"$log_file" 2>&1
+  rc=$?
+  set -e
+  t1="$(date +%s)"
+  if [ "$rc" -eq 0 ]; then
+    log "=== $name: ok ($((t1 - t0))s)"
+    SUMMARY+=("$(printf '%-16s %6ss  ok' "$name" "$((t1 - t0))")")
+  else
+    log "=== $name: FAILED rc=$rc ($((t1 - t0))s); last lines of $log_file:"
+    tail -n 40 "$log_file" >&2
+    SUMMARY+=("$(printf '%-16s %6ss  FAILED rc=%s' "$name" "$((t1 - t0))" "$rc")")
+    FAILED=1
+  fi
+}
+
+T_START="$(date +%s)"
+[ -x "$BIN/kubectl" ] || { echo "no $BIN/kubectl: run hack/build-control-plane.sh first" >&2; exit 1; }
+run_piece node-debs install_debs
+run_piece pause build_pause
+run_piece toolbox build_toolbox
+run_piece coredns build_coredns
+run_piece node-k8s build_node_k8s
+T_END="$(date +%s)"
+
+echo "---------------- node build summary (wall time) ----------------"
+printf '%s\n' "${SUMMARY[@]}"
+printf '%-16s %6ss\n' total "$((T_END - T_START))"
+exit "$FAILED"

@@ -1,0 +1,130 @@
+"""Add an image made from plain rootfs tarballs to an OCI image layout directory.
+
+The real-node tier serves one OCI layout (``$CACHE/images/oci``) to containerd through a pull-only
+registry on loopback (tests/e2e_node/registry.py); buildah pushes the training images there with its
+``oci:`` transport, and the few tiny images that need no container engine (the pause sandbox, a
+busybox + kubectl toolbox) are written here from files this machine built or Debian shipped. Layers are
+stored uncompressed. The reference (``repo:tag``) goes into ``index.json`` as
+``org.opencontainers.image.ref.name``, as buildah and skopeo write it; an older entry of the same
+reference is replaced.
+
+    python3 oci_layout.py --layout DIR --ref trainop-e2e/pause:3.10 --entrypoint /pause rootfs.tar
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+REF_ANNOTATION = "org.opencontainers.image.ref.name"
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def _put_blob(layout: Path, data: bytes) -> dict[str, Any]:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    path = layout / "blobs" / "sha256" / digest[7:]
+    if not path.exists():
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return {"digest": digest, "size": len(data)}
+
+
+def _put_file_blob(layout: Path, src: Path) -> dict[str, Any]:
+    digest = _sha256_file(src)
+    path = layout / "blobs" / "sha256" / digest[7:]
+    if not path.exists():
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.copyfile(src, tmp)
+        tmp.replace(path)
+    return {"digest": digest, "size": src.stat().st_size}
+
+
+def add_image(
+    layout: Path,
+    ref: str,
+    layers: list[Path],
+    *,
+    entrypoint: list[str] | None = None,
+    cmd: list[str] | None = None,
+    env: list[str] | None = None,
+    workdir: str | None = None,
+) -> str:
+    """Store the image under ``ref`` in ``layout``; returns its manifest digest."""
+    if not layers:
+        raise ValueError("an image needs at least one layer")
+    (layout / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    layer_descs = [_put_file_blob(layout, p) for p in layers]
+    config: dict[str, Any] = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Env": env or ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
+        # diff_ids equal the layer digests because the layers are not compressed.
+        "rootfs": {"type": "layers", "diff_ids": [d["digest"] for d in layer_descs]},
+    }
+    for key, value in (("Entrypoint", entrypoint), ("Cmd", cmd), ("WorkingDir", workdir)):
+        if value:
+            config["config"][key] = value
+    config_desc = _put_blob(layout, json.dumps(config, sort_keys=True).encode())
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_TYPE,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config_desc},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **d} for d in layer_descs],
+    }
+    manifest_desc = _put_blob(layout, json.dumps(manifest, sort_keys=True).encode())
+    index_path = layout / "index.json"
+    index: dict[str, Any] = (
+        json.loads(index_path.read_text()) if index_path.exists() else {"schemaVersion": 2, "manifests": []}
+    )
+    index["manifests"] = [
+        m for m in index.get("manifests", []) if (m.get("annotations") or {}).get(REF_ANNOTATION) != ref
+    ]
+    entry = {"mediaType": MANIFEST_TYPE, **manifest_desc, "annotations": {REF_ANNOTATION: ref}}
+    index["manifests"].append(entry)
+    tmp = index_path.with_name(f"index.json.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(index, indent=1))
+    tmp.replace(index_path)
+    return str(manifest_desc["digest"])
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--layout", required=True, type=Path, help="OCI image layout directory")
+    parser.add_argument("--ref", required=True, help="repository:tag, e.g. trainop-e2e/pause:3.10")
+    parser.add_argument("--entrypoint", action="append", help="one argv element (repeat)")
+    parser.add_argument("--cmd", action="append", help="one argv element (repeat)")
+    parser.add_argument("--env", action="append", help="KEY=VALUE (repeat); replaces the default PATH")
+    parser.add_argument("--workdir")
+    parser.add_argument("layers", nargs="+", type=Path, help="uncompressed rootfs tarballs, bottom first")
+    args = parser.parse_args(argv)
+    missing = [str(p) for p in args.layers if not p.is_file()]
+    if missing:
+        parser.error(f"layer tarballs not found: {missing}")
+    if ":" not in args.ref.rsplit("/", 1)[-1]:
+        parser.error(f"--ref {args.ref!r} needs a tag (repository:tag)")
+    digest = add_image(
+        args.layout, args.ref, args.layers, entrypoint=args.entrypoint, cmd=args.cmd, env=args.env,
+        workdir=args.workdir,
+    )  # fmt: skip
+    print(f"{args.ref} {digest} -> {args.layout}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

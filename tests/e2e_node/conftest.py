@@ -1,0 +1,110 @@
+"""pytest fixtures of the real-node tier: one control plane + real node + trainop stack per session.
+
+* ``node_stack`` (session): builds or reuses the binaries and node images (hack/build-control-plane.sh,
+  hack/build-node.sh; ``pytest.fail``, never skip, when something cannot be built), then
+  ``RealNodeStack.start()`` (see realnode.py). Teardown checks that nothing is left: no process,
+  bridge, iptables chain, mount or shim.
+* ``training_images`` (session): the examples' images, hack/build-training-images.sh.
+* ``ns`` (function): a fresh ``node-<random>`` namespace, deleted afterwards without waiting.
+
+Every test here is marked ``e2e_node``; failed tests get the component logs' tails in their report.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controlplane import ControlPlaneError, default_bin_dir, tail
+from trainop_stack import REPO, Namespace, ensure_binaries
+
+from tests.e2e_node.realnode import NODE_BINARIES, RealNodeStack
+
+NODE_BUILD = REPO / "hack" / "build-node.sh"
+IMAGES_BUILD = REPO / "hack" / "build-training-images.sh"
+_STACK: RealNodeStack | None = None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.e2e_node)
+
+
+def run_build(script: Path, log_dir: Path) -> None:
+    """Run a build script (idempotent, seconds when warm); raise with its log's tail if it fails."""
+    log_path = log_dir / f"{script.stem}.log"
+    with log_path.open("wb") as log:
+        res = subprocess.run(["bash", str(script)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    if res.returncode != 0:
+        raise ControlPlaneError(f"{script.name} exited {res.returncode}; log {log_path}:\n{tail(log_path)}")
+
+
+def build_node_pieces(log_dir: Path) -> None:
+    run_build(NODE_BUILD, log_dir)
+    missing = [b for b in NODE_BINARIES if not os.access(default_bin_dir() / b, os.X_OK)]
+    if missing:
+        raise ControlPlaneError(f"{missing} missing from {default_bin_dir()} after hack/build-node.sh")
+
+
+@pytest.fixture(scope="session")
+def node_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeStack]:
+    global _STACK
+    if os.geteuid() != 0:
+        pytest.fail("the real-node tier runs containerd and a kubelet: it needs root", pytrace=False)
+    work = tmp_path_factory.mktemp("e2e_node")
+    try:
+        ensure_binaries(default_bin_dir(), work / "build-control-plane.log")
+        build_node_pieces(work)
+    except ControlPlaneError as e:
+        pytest.fail(f"real-node binaries or images unavailable: {e}", pytrace=False)
+    stack = RealNodeStack(work / "stack")
+    try:
+        stack.start()
+    except ControlPlaneError as e:
+        pytest.fail(f"the real-node stack did not start: {e}", pytrace=False)
+    _STACK = stack
+    try:
+        yield stack
+    finally:
+        _STACK = None
+        stack.stop()
+        leftovers = stack.node.leftovers()
+        if leftovers:  # pragma: no cover - teardown bug
+            raise AssertionError(f"real-node teardown left: {leftovers}")
+
+
+@pytest.fixture(scope="session")
+def training_images(node_stack: RealNodeStack) -> None:
+    """The examples' images (and the project's) in the registry's layout: hack/build-training-images.sh.
+
+    Built after the node is up: the registry serves images added while it runs.
+    """
+    try:
+        run_build(IMAGES_BUILD, node_stack.work_dir)
+    except ControlPlaneError as e:
+        pytest.fail(f"training images unavailable: {e}", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed and _STACK is not None:
+        report.sections.append(("real-node component logs (tails)", _STACK.log_tails()))
+    return report
+
+
+@pytest.fixture
+def ns(node_stack: RealNodeStack) -> Iterator[Namespace]:
+    name = f"node-{uuid.uuid4().hex[:8]}"
+    node_stack.cp.create_namespace(name)
+    namespace = Namespace(node_stack, name)
+    yield namespace
+    if not os.environ.get("TRAINOP_E2E_KEEP_NAMESPACES"):
+        node_stack.kubectl("delete", "namespace", name, "--wait=false", check=False)
