@@ -2,7 +2,8 @@
 
 Kept: every child the operator made (pods, services, configmaps, serviceaccounts, roles, rolebindings,
 HPAs) with names, labels, annotations, owner references, spec/data/rules; the job's status (conditions
-by type with status, reason and message; replicaStatuses; whether each time is set); the job's Events.
+by type with status, reason and message; replicaStatuses; whether each time is set); the job's Events
+(the runner compares them at a case's last checkpoint only).
 
 Taken out, because they differ between any two runs of the same operator: uids, resourceVersions,
 timestamps, managedFields, generation and observedGeneration, owner reference uids, allocated cluster

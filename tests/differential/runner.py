@@ -23,6 +23,9 @@ from trainop_stack import KINDS
 SETTLE_POLLS = 4
 POLL_INTERVAL = 1.0
 SETTLE_TIMEOUT = 30.0
+FINAL_SETTLE_POLLS = 8
+FINAL_SETTLE_TIMEOUT = 60.0
+EVENT_KEYS = ("events", "eventSources", "_eventEmissions")
 CHILD_PATHS = {
     "Pod": "/api/v1/namespaces/{ns}/pods",
     "Service": "/api/v1/namespaces/{ns}/services",
@@ -113,27 +116,40 @@ class Runner:
                 return f"timed out after {timeout:.0f}s waiting for {what}"
             time.sleep(POLL_INTERVAL)
 
-    def settle(self) -> dict[str, Any]:
+    def settle(self, *, final: bool = False) -> dict[str, Any]:
         """The normalised state once the operator drained its queue and the state stopped changing.
 
         Stability alone is not enough: an operator with a backlog leaves the state unchanged for
-        seconds before it gets to this job. After SETTLE_TIMEOUT the state is taken as it is.
+        seconds before it gets to this job. Events are compared at the ``final`` checkpoint only, with
+        a longer quiet period: both operators write them asynchronously, one at a time, and a burst of
+        job creations delays them by seconds, so which of them exist mid-run is a matter of timing.
+        Cumulative, they are what the job's ``kubectl describe`` shows at its end. After the timeout
+        the state is taken as it is.
         """
-        deadline = time.monotonic() + SETTLE_TIMEOUT
+        polls, timeout = (
+            (FINAL_SETTLE_POLLS, FINAL_SETTLE_TIMEOUT) if final else (SETTLE_POLLS, SETTLE_TIMEOUT)
+        )
+        deadline = time.monotonic() + timeout
         while not self.idle() and time.monotonic() < deadline:
             time.sleep(POLL_INTERVAL / 4)
-        _, last = self.snap()
+
+        def state() -> dict[str, Any]:
+            _, snap = self.snap()
+            return snap if final else {k: v for k, v in snap.items() if k not in EVENT_KEYS}
+
+        last = state()
         same = 1
-        while same < SETTLE_POLLS and time.monotonic() < deadline:
+        while same < polls and time.monotonic() < deadline:
             time.sleep(POLL_INTERVAL)
-            _, now = self.snap()
+            now = state()
             same = same + 1 if now == last else 1
             last = now
         return last
 
     def checkpoint(self, step: Snapshot) -> bool:
         why = self.wait(step.until, conditions_for(self.case)[step.until], step.timeout)
-        snap = self.settle()
+        last = [s for s in self.case.steps if isinstance(s, Snapshot)][-1]
+        snap = self.settle(final=why is not None or step is last)
         if why:
             snap["wait"] = why
         self.run.checkpoints[step.label] = snap

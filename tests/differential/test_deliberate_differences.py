@@ -1,4 +1,5 @@
-"""The deliberate-differences list, its selectors, the README block, and the snapshot comparison rules.
+"""The deliberate-differences list, its selectors, the README block, the snapshot comparison rules and
+the rules for Kubeflow's own randomness.
 
 These need no cluster; the differential run itself is test_differential.py.
 """
@@ -8,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import deliberate
+import noise
 import normalize
 import pytest
-from diff import ABSENT, diff
+from diff import ABSENT, Difference, diff
 
 ENTRY = {"id": "x", "what": "w", "kubeflow": "k", "trainop": "t", "why": "y"}
 
@@ -180,3 +182,27 @@ def test_only_events_on_the_job_count_and_repeats_are_one() -> None:
     events = [ev("TFJob", "j"), ev("TFJob", "j"), ev("Pod", "j-worker-0"), ev("TFJob", "other")]
     out = normalize.snapshot({"Event": events}, "TFJob", "j")
     assert (out["events"], out["eventSources"]) == (["Normal R: m"], ["op"])
+
+
+# ------------------------------------------------------------------------------------------ Kubeflow's noise
+def difference(path: str, kubeflow: Any, trainop: Any) -> Difference:
+    return Difference("case", "finished", path, kubeflow, trainop)
+
+
+def test_events_kubeflow_lost_to_its_spam_filter_are_noise_once_it_reached_the_burst() -> None:
+    lost = difference(
+        "events[Normal PyTorchJobSucceeded: PyTorchJob j is successfully completed.]", ABSENT, "present"
+    )
+    assert noise.explain(lost, {"_eventEmissions": 25}) == "kubeflow-event-spam-filter"
+    assert noise.explain(lost, {"_eventEmissions": 24}) is None
+
+
+def test_an_event_missing_on_our_side_is_never_noise() -> None:
+    ours_missing = difference("events[Normal PyTorchJobSucceeded: m]", "present", ABSENT)
+    assert noise.explain(ours_missing, {"_eventEmissions": 100}) is None
+
+
+def test_a_selector_kubeflow_left_out_by_map_order_is_noise_but_one_we_leave_out_is_not() -> None:
+    path = "job.status.replicaStatuses.Worker.selector"
+    assert noise.explain(difference(path, ABSENT, "a=b"), {}) == "kubeflow-replica-selector-map-order"
+    assert noise.explain(difference(path, "a=b", ABSENT), {}) is None
