@@ -13,6 +13,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,7 +22,7 @@ from hooks.app import create_app
 from hooks.settings import Settings
 from hooks.sync import sync
 from tests.builders import job, with_run_policy, with_spec
-from tests.fuzzing import FUZZ, encode, hostile_bodies
+from tests.fuzzing import FUZZ, Raw, encode, hostile_bodies
 from tests.hooks.fakes import json_hygiene_problems
 from tests.hooks.test_http import Clock, FakeDeleter
 from tests.realistic import observed
@@ -108,3 +110,22 @@ def test_a_child_whose_kind_is_not_a_string_is_a_400() -> None:
     assert response.get_json() == {
         "error": f"children['Pod.v1'][{child['metadata']['name']!r}].kind must be a string"
     }
+
+
+def test_a_parent_nested_deeper_than_any_job_is_a_400() -> None:
+    """Found by the suite above: 600 nested lists under the job overflowed Python's recursion limit."""
+    body = {**SEEDS[0], "parent": {**SEEDS[0]["parent"], "extra": Raw("[" * 600 + "]" * 600)}}
+    response = CLIENTS[0].post("/sync", data=encode(body), content_type="application/json")
+    assert (response.status_code, response.get_json()) == (
+        400,
+        {"error": "`parent` is nested deeper than 100 levels"},
+    )
+
+
+@pytest.mark.parametrize("depth", [300, 900])
+def test_a_child_nested_deeper_than_json_encoders_follow_is_no_5xx(depth: int) -> None:
+    body = orjson.loads(orjson.dumps(SEEDS[2]))
+    child = next(iter(body["children"]["Pod.v1"].values()))
+    child["spec"]["extra"] = Raw('{"a":' * depth + "0" + "}" * depth)
+    response = CLIENTS[0].post("/sync", data=encode(body), content_type="application/json")
+    assert response.status_code in (200, 400)
