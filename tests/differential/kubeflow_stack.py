@@ -49,21 +49,29 @@ def ensure_kubeflow_binary(bin_dir: Path, log_path: Path) -> Path:
     return binary
 
 
-def install_serving_cert(cp: ControlPlane, cert_dir: Path = KUBEFLOW_CERT_DIR) -> None:
-    """Put a serving certificate where Kubeflow's rotator waits for one, unless one is there already.
+def _public_key(args: list[str]) -> bytes:
+    res = subprocess.run(["openssl", *args], capture_output=True)
+    return res.stdout if res.returncode == 0 else b""
 
-    Any valid pair will do (its webhooks are not registered); each file is written by rename so a
-    concurrent run never sees half a file.
+
+def install_serving_cert(cp: ControlPlane, cert_dir: Path = KUBEFLOW_CERT_DIR) -> None:
+    """Put a serving certificate where Kubeflow's rotator waits for one, unless a matching pair is there.
+
+    Any valid pair will do (its webhooks are not registered), but a certificate and key from two
+    different runs would stop its webhook server, so a pair whose public keys differ is replaced. Each
+    file is written by rename so a concurrent run never reads half a file.
     """
     cert_dir.mkdir(parents=True, exist_ok=True)
+    crt, key = cert_dir / "tls.crt", cert_dir / "tls.key"
+    if crt.exists() and key.exists():
+        from_cert = _public_key(["x509", "-noout", "-pubkey", "-in", str(crt)])
+        if from_cert and from_cert == _public_key(["pkey", "-pubout", "-in", str(key)]):
+            return
     for src, dst in (("webhook.key", "tls.key"), ("webhook.crt", "tls.crt"), ("ca.crt", "ca.crt")):
-        target = cert_dir / dst
-        if target.exists():
-            continue
         tmp = cert_dir / f".{dst}.{os.getpid()}"
         tmp.write_bytes((cp.pki / src).read_bytes())
         tmp.chmod(0o600)
-        tmp.replace(target)
+        tmp.replace(cert_dir / dst)
 
 
 class KubeflowStack:

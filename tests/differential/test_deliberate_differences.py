@@ -12,7 +12,9 @@ import deliberate
 import noise
 import normalize
 import pytest
+from cases import edge_cases, rewrite_for_kwok
 from diff import ABSENT, Difference, diff
+from trainop_stack import IMAGE
 
 ENTRY = {"id": "x", "what": "w", "kubeflow": "k", "trainop": "t", "why": "y"}
 
@@ -206,3 +208,44 @@ def test_a_selector_kubeflow_left_out_by_map_order_is_noise_but_one_we_leave_out
     path = "job.status.replicaStatuses.Worker.selector"
     assert noise.explain(difference(path, ABSENT, "a=b"), {}) == "kubeflow-replica-selector-map-order"
     assert noise.explain(difference(path, "a=b", ABSENT), {}) is None
+
+
+# ------------------------------------------------------------------------------------------ the cases
+def test_an_example_is_rewritten_for_kwok_and_nothing_else_changes() -> None:
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"app": "x"}},
+        "spec": {
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [{"name": "pytorch", "image": "docker.io/x/y:1", "args": ["--epochs", "1"]}],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "pvc"}},
+                {"name": "shm", "emptyDir": {}},
+            ],
+        },
+    }
+    example: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "j", "namespace": "kubeflow"},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template}}},
+    }
+    out = rewrite_for_kwok(example)
+    pod = out["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    assert out["metadata"] == {"name": "j"}
+    assert [c["image"] for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]] == [IMAGE, IMAGE]
+    assert pod["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}, {"name": "shm", "emptyDir": {}}]
+    assert pod["metadata"] == template["metadata"]
+    assert pod["spec"]["containers"][0]["args"] == ["--epochs", "1"]
+    assert example["metadata"]["namespace"] == "kubeflow"  # the source document is left alone
+
+
+def test_pods_are_finished_deciding_replica_last_and_index_zero_last() -> None:
+    (case,) = [c for c in edge_cases() if c.id == "restart-never-tfjob-worker-fails"]
+    assert case.finish_order() == [("PS", 0), ("Worker", 1), ("Worker", 0)]
+    assert case.finish_order(("Worker-1",)) == [("Worker", 1)]
+
+
+def test_case_ids_are_unique_and_namespaces_are_valid_names() -> None:
+    cases = list(edge_cases())
+    assert len({c.id for c in cases}) == len(cases)
+    assert all(len(c.namespace) <= 63 and c.namespace == c.namespace.lower() for c in cases)
