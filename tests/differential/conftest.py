@@ -1,6 +1,6 @@
 """Fixtures of the differential test: Kubeflow's operator and ours, each on its own control plane.
 
-``differential`` (session) builds or reuses every binary (never skips: a missing one fails the run),
+``differential`` (module) builds or reuses every binary (never skips: a missing one fails the run),
 starts both stacks side by side, runs every case on both at once (one namespace per case) and hands
 the records to the tests. The e2e helpers live in tests/e2e, which is put on ``sys.path`` here.
 """
@@ -24,7 +24,9 @@ from harness import Differential, start_stacks  # noqa: E402
 _RESULT: Differential | None = None
 
 
-@pytest.fixture(scope="session")
+# Module scope: the two stacks go away as soon as test_differential.py is done, instead of idling beside
+# the rest of the run.
+@pytest.fixture(scope="module")
 def differential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Differential]:
     global _RESULT
     work = tmp_path_factory.mktemp("differential")
@@ -38,6 +40,9 @@ def differential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Different
         yield result
     finally:
         stacks.stop()
+        leftovers = stacks.kubeflow.cp.leftover_processes() + stacks.trainop.cp.leftover_processes()
+        if leftovers:  # pragma: no cover - teardown bug
+            raise AssertionError(f"processes survived teardown: {leftovers}")
 
 
 @pytest.hookimpl(wrapper=True)
