@@ -43,6 +43,11 @@ class JobContext:
         return {t: by_type[t] for t in self.info.replica_types if t in by_type}
 
     @cached_property
+    def memo(self) -> dict[str, Any]:
+        """Values a framework derives once per sync and reuses for every pod (e.g. TF_CONFIG's cluster)."""
+        return {}
+
+    @cached_property
     def templates(self) -> dict[str, Json]:
         """Pod templates by replica type, cleaned once so every pod built from them is clean."""
         return {rtype: clean(spec["template"]) for rtype, spec in self.replica_specs.items()}
