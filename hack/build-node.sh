@@ -33,7 +33,7 @@ COREDNS_VERSION="1.14.7"
 # The tags of the images built here; bump one when its content changes (tests/e2e_node reads them from
 # the stamps).
 PAUSE_VERSION="3.10"
-TOOLBOX_VERSION="1"
+TOOLBOX_VERSION="2"
 DEBS="containerd runc containernetworking-plugins iptables conntrack"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-buildvcs=false -p=2"
@@ -161,6 +161,38 @@ build_toolbox() {
     [ "$applet" = busybox ] || ln -s busybox "$w/root/bin/$applet"
   done
   cp "$BIN/kubectl" "$w/root/usr/local/bin/kubectl"
+  # Kubeflow's PyTorch init container runs `nslookup <master>` (a short name) until it succeeds, and pins
+  # alpine:3.10 because later busybox nslookups fail on names that need the search list. Debian's busybox
+  # is such a later one, so the toolbox's nslookup (first on PATH) is Go's resolver: search list and
+  # ndots from /etc/resolv.conf, exit 0 once the name resolves, busybox's output format.
+  mkdir -p "$w/nslookup"
+  cat >"$w/nslookup/main.go" <<'EOF'
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: nslookup NAME")
+		os.Exit(2)
+	}
+	addrs, err := net.LookupHost(os.Args[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "** server can't find %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+	fmt.Printf("Name:\t%s\n", os.Args[1])
+	for _, a := range addrs {
+		fmt.Printf("Address: %s\n", a)
+	}
+}
+EOF
+  printf 'module e2e.invalid/nslookup\n\ngo 1.24\n' >"$w/nslookup/go.mod"
+  ( cd "$w/nslookup" && go build -trimpath -ldflags "-s -w" -o "$w/root/usr/local/bin/nslookup" . )
   # Kubeflow's kubectl-delivery (mpi-operator v1): put kubectl where the launcher's kubexec.sh calls it,
   # then hold the launcher back until every worker of the hostfile runs, so mpirun's first exec works.
   cat >"$w/root/usr/local/bin/kubectl-delivery" <<'EOF'

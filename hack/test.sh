@@ -10,6 +10,9 @@ PYTHON=${PYTHON:-python3}
 bash hack/install.sh
 bash hack/build-control-plane.sh
 bash hack/build-kubeflow.sh  # Kubeflow itself, for tests/differential
+# The real-node tier (tests/e2e_node): kubelet, kube-proxy, CoreDNS, containerd; the examples' images.
+bash hack/build-node.sh
+bash hack/build-training-images.sh
 
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .

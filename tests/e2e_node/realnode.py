@@ -39,7 +39,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ RUN_ROOT = Path("/run/trainop-e2e-node")
 LOCK_PATH = Path("/run/trainop-e2e-node.lock")
 NODE_BINARIES = ("kubelet", "kube-proxy", "coredns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+PARTITION_COMMENT = "trainop-e2e partition"
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"}
 # The sandbox hard limits are below containerd's and the kubelet's defaults (spec real-node.md).
 ULIMITS = 'ulimit -n "$(ulimit -Hn)"; ulimit -u 32768; exec "$@"'
@@ -494,6 +495,43 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self.wait_until(f"node {self.node_name} Ready and untainted", ready, timeout=timeout, interval=0.5)
         self.timings["node_ready"] = time.monotonic() - self._t0
 
+    # ------------------------------------------------------------------ test helpers
+    @contextlib.contextmanager
+    def partition(self, port: int) -> Iterator[None]:
+        """Pod-to-pod TCP to ``port`` is refused while inside: a network that lost a rendezvous port.
+
+        Bridged frames pass iptables' FORWARD (bridge-nf-call-iptables), so one REJECT rule on the bridge
+        cuts every connection between pods on that port, whichever pod starts first.
+        """
+        rule = ["FORWARD", "-i", BRIDGE, "-o", BRIDGE, "-p", "tcp", "--dport", str(port),
+                "-m", "comment", "--comment", PARTITION_COMMENT,
+                "-j", "REJECT", "--reject-with", "tcp-reset"]  # fmt: skip
+        _run("iptables", "-I", *rule)
+        try:
+            yield
+        finally:
+            _run("iptables", "-D", *rule, check=False)
+
+    def running_containers(self, namespace: str) -> list[str]:
+        """``pod/container`` of every container (no pause sandbox) running for pods of ``namespace``."""
+        running = set()
+        for line in self.ctr("tasks", "ls").stdout.splitlines()[1:]:
+            task, _pid, status = line.split()[:3]
+            if status == "RUNNING":
+                running.add(task)
+        out = []
+        for cid in self.ctr(
+            "containers", "ls", "-q", f'labels."io.kubernetes.pod.namespace"=={namespace}'
+        ).stdout.split():
+            if cid not in running:
+                continue
+            labels = json.loads(self.ctr("containers", "info", cid).stdout).get("Labels") or {}
+            if labels.get("io.cri-containerd.kind") == "container":
+                out.append(
+                    f"{labels.get('io.kubernetes.pod.name')}/{labels.get('io.kubernetes.container.name')}"
+                )
+        return sorted(out)
+
     # ------------------------------------------------------------------ teardown
     def stop(self) -> None:
         if self._lock is None:  # never started, or another run holds the node: nothing here is ours
@@ -600,7 +638,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     @staticmethod
     def _remove_kube_chains() -> None:
-        """Every KUBE-* chain (kube-proxy's, the kubelet's canaries) and the rules that jump to them."""
+        """Every KUBE-* chain (kube-proxy's, the kubelet's canaries), the rules that jump to them, and a
+        partition rule a killed test left."""
         for tool in ("iptables", "ip6tables"):
             if not shutil.which(tool):
                 continue
@@ -608,7 +647,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 rules = _run(tool, "-t", table, "-S", check=False).stdout.splitlines()
                 for rule in rules:
                     parts = shlex.split(rule)  # comments are quoted: "kubernetes service portals"
-                    if parts[:1] == ["-A"] and not parts[1].startswith("KUBE-") and "KUBE-" in rule:
+                    ours = "KUBE-" in rule or PARTITION_COMMENT in rule
+                    if parts[:1] == ["-A"] and not parts[1].startswith("KUBE-") and ours:
                         _run(tool, "-t", table, "-D", *parts[1:], check=False)
                 chains = [r.split()[1] for r in rules if r.startswith("-N KUBE-")]
                 for chain in chains:
@@ -639,7 +679,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         for tool in ("iptables", "ip6tables"):
             for table in ("filter", "nat", "mangle"):
                 if shutil.which(tool):
-                    chains = [r for r in _run(tool, "-t", table, "-S").stdout.splitlines() if "KUBE-" in r]
+                    rules = _run(tool, "-t", table, "-S").stdout.splitlines()
+                    chains = [r for r in rules if "KUBE-" in r or PARTITION_COMMENT in r]
                     out += [f"{tool} -t {table}: {c}" for c in chains]
         prefixes = [str(p.resolve()) + "/" for p in (self.run_dir, self.containerd_root, self.kubelet_root)]
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
