@@ -3,7 +3,8 @@
 Objects become ``a.b.c`` paths; lists of objects that carry a key become ``[key]`` steps (``name``
 for containers, env, ports, volumes...; ``type`` for conditions), so a reordered list is no difference
 and a changed item is named; lists of scalars (args, command, events) are compared as sets of items
-when they are ``events``/``eventSources`` and as whole values otherwise. An absent side is ``ABSENT``.
+when they are ``events``/``eventSources``/``otherEvents`` and as whole values otherwise. An absent side
+is ``ABSENT``.
 Top-level keys starting with ``_`` carry context for the verdict and are not compared.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 ABSENT = "<absent>"
 LIST_KEYS = ("name", "type", "containerPort", "mountPath", "key", "path")
-SET_LISTS = ("events", "eventSources")
+SET_LISTS = ("events", "eventSources", "otherEvents")
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 Kept: every child the operator made (pods, services, configmaps, serviceaccounts, roles, rolebindings,
 HPAs) with names, labels, annotations, owner references, spec/data/rules; the job's status (conditions
-by type with status, reason and message; replicaStatuses; whether each time is set); the job's Events
-(the runner compares them at a case's last checkpoint only).
+by type with status, reason and message; replicaStatuses; whether each time is set); the job's Events,
+and the Events an operator (Kubeflow's controllers, ours, Metacontroller) recorded about anything else
+(the runner compares Events at a case's last checkpoint only).
 
 Taken out, because they differ between any two runs of the same operator: uids, resourceVersions,
 timestamps, managedFields, generation and observedGeneration, owner reference uids, allocated cluster
@@ -35,6 +36,9 @@ DROPPED_METADATA = (
     "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
     "deletionGracePeriodSeconds", "namespace",
 )  # fmt: skip
+# Who records Events for a job: Kubeflow's controllers (and ours, under the same names), Metacontroller.
+JOB_KINDS = ("tfjob", "pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob", "mxjob")
+OPERATOR_SOURCES = frozenset({f"{k}-controller" for k in JOB_KINDS} | {"metacontroller"})
 TIMES = ("startTime", "completionTime", "lastReconcileTime")
 SET = "<set>"
 TOKEN_VOLUME = re.compile(r"^kube-api-access-[a-z0-9]+$")
@@ -143,15 +147,19 @@ def snapshot(raw: dict[str, Any], job_kind: str, job_name: str) -> dict[str, Any
             if (kind, name) in NAMESPACE_DEFAULTS:
                 continue
             children[f"{kind}/{name}"] = NORMALIZERS.get(kind, generic)(obj, job_uid)
-    on_job = [
-        ev
-        for ev in raw.get("Event") or []
-        if (ev.get("involvedObject") or {}).get("kind") == job_kind
-        and (ev.get("involvedObject") or {}).get("name") == job_name
-    ]
-    sources = sorted(
-        {str((ev.get("source") or {}).get("component") or ev.get("reportingComponent")) for ev in on_job}
-    )
+
+    def source(ev: dict[str, Any]) -> str:
+        return str((ev.get("source") or {}).get("component") or ev.get("reportingComponent"))
+
+    def about_job(ev: dict[str, Any]) -> bool:
+        obj = ev.get("involvedObject") or {}
+        return obj.get("kind") == job_kind and obj.get("name") == job_name
+
+    events = raw.get("Event") or []
+    on_job = [ev for ev in events if about_job(ev)]
+    # An operator's Events about anything else (a pod, a service) count too; the cluster's own
+    # components (scheduler, controller manager, kwok) report the same pod stages on both sides.
+    elsewhere = [ev for ev in events if not about_job(ev) and source(ev) in OPERATOR_SOURCES]
     return {
         # Not compared (diff skips "_" keys): how many Events the job's recorder got through, which
         # tells whether client-go's per-object spam filter (burst 25) may have dropped later ones.
@@ -159,5 +167,11 @@ def snapshot(raw: dict[str, Any], job_kind: str, job_name: str) -> dict[str, Any
         "job": {"exists": raw.get("job") is not None, "status": job_status(raw.get("job"))},
         "children": children,
         "events": sorted({event(ev) for ev in on_job}),
-        "eventSources": sources,
+        "eventSources": sorted({source(ev) for ev in on_job}),
+        "otherEvents": sorted({f"{_object(ev)} {event(ev)} ({source(ev)})" for ev in elsewhere}),
     }
+
+
+def _object(ev: dict[str, Any]) -> str:
+    obj = ev.get("involvedObject") or {}
+    return f"{obj.get('kind')}/{obj.get('name')}"

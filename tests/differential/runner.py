@@ -25,7 +25,7 @@ POLL_INTERVAL = 1.0
 SETTLE_TIMEOUT = 30.0
 FINAL_SETTLE_POLLS = 8
 FINAL_SETTLE_TIMEOUT = 60.0
-EVENT_KEYS = ("events", "eventSources", "_eventEmissions")
+EVENT_KEYS = ("events", "eventSources", "otherEvents", "_eventEmissions")
 CHILD_PATHS = {
     "Pod": "/api/v1/namespaces/{ns}/pods",
     "Service": "/api/v1/namespaces/{ns}/services",

@@ -249,3 +249,12 @@ def test_case_ids_are_unique_and_namespaces_are_valid_names() -> None:
     cases = list(edge_cases())
     assert len({c.id for c in cases}) == len(cases)
     assert all(len(c.namespace) <= 63 and c.namespace == c.namespace.lower() for c in cases)
+
+
+def test_an_operators_event_about_a_pod_is_compared_and_the_schedulers_is_not() -> None:
+    def ev(component: str) -> dict[str, Any]:
+        return {"type": "Normal", "reason": "R", "message": "m", "source": {"component": component},
+                "involvedObject": {"kind": "Pod", "name": "j-worker-0"}}  # fmt: skip
+
+    out = normalize.snapshot({"Event": [ev("tfjob-controller"), ev("default-scheduler")]}, "TFJob", "j")
+    assert out["otherEvents"] == ["Pod/j-worker-0 Normal R: m (tfjob-controller)"]
