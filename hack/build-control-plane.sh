@@ -18,6 +18,8 @@
 set -euo pipefail
 # shellcheck source=hack/lib/toolchains.sh
 . "$(dirname "$0")/lib/toolchains.sh"
+# shellcheck source=hack/lib/k8s-wrapper.sh
+. "$(dirname "$0")/lib/k8s-wrapper.sh"
 
 CACHE="${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}"
 BIN="$CACHE/bin"
@@ -80,46 +82,15 @@ build_k8s() {
   local bins=(kube-apiserver kube-controller-manager kube-scheduler)
   stamp_ok k8s "$K8S_VERSION" "${bins[@]}" && { log "kubernetes v$K8S_VERSION cached"; return 0; }
   clear_stamp k8s
-  local minor="${K8S_VERSION#1.}"; minor="${minor%%.*}"
-  local staging="v0.${K8S_VERSION#1.}"
-  local w="$SRC/kubernetes-$K8S_VERSION"
-  mkdir -p "$w" && cd "$w"
-  [ -f go.mod ] || go mod init e2e.invalid/k8sbins
-
-  # k8s.io/kubernetes requires its staging modules at v0.0.0 via ./staging replaces that only
-  # work inside its own repo; derive the list from its go.mod so a version bump needs no edits.
-  local kmod
-  kmod="$(go list -m -f '{{.GoMod}}' "k8s.io/kubernetes@v$K8S_VERSION")"
-  local mods
-  mapfile -t mods < <( {
-      sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/.*#\1#p' "$kmod"
-      sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) v0\.0\.0\([[:space:]].*\)\{0,1\}$#\1#p' "$kmod"
-    } | sort -u )
-  log "kubernetes staging modules (${#mods[@]}): ${mods[*]}"
-  [ "${#mods[@]}" -gt 20 ] || { echo "staging module list looks wrong (${#mods[@]})" >&2; return 1; }
-  local m
-  for m in "${mods[@]}"; do go mod edit -replace="$m=$m@$staging"; done
-  # The main module decides GODEBUG defaults, so mirror kubernetes' own go/godebug lines.
-  go mod edit -go="$(sed -n 's/^go[[:space:]]\{1,\}\([0-9.]*\).*/\1/p' "$kmod")"
-  local godebug
-  godebug="$(sed -n 's/^godebug[[:space:]]\{1,\}\(default=.*\)$/\1/p' "$kmod")"
-  if [ -n "$godebug" ]; then go mod edit -godebug="$godebug"; fi
+  k8s_wrapper_module "$SRC/kubernetes-$K8S_VERSION" "$K8S_VERSION"
 
   go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@v$K8S_VERSION" \
                "k8s.io/kubernetes/cmd/kube-controller-manager@v$K8S_VERSION" \
                "k8s.io/kubernetes/cmd/kube-scheduler@v$K8S_VERSION"
 
-  # Stamp the version like kubernetes' hack/lib/version.sh; unstamped binaries report
-  # v0.0.0-master, which breaks kubectl skew checks and helm capabilities.
-  local date ld="-s -w" p
-  date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
-    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$date"
-  done
   local tmp="$CACHE/.k8s-bin.tmp"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  GOBIN="$tmp" go install -trimpath -ldflags "$ld" tool
+  GOBIN="$tmp" go install -trimpath -ldflags "$(k8s_version_ldflags "$K8S_VERSION")" tool
   local b
   for b in "${bins[@]}"; do "$tmp/$b" --version; done
   for b in "${bins[@]}"; do mv "$tmp/$b" "$BIN/$b"; done
