@@ -36,6 +36,7 @@ def differential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Different
         pytest.fail(f"the differential stacks did not start: {e}", pytrace=False)
     try:
         result = stacks.run_all()
+        result.write(work / "differential.json")
         _RESULT = result
         yield result
     finally:
@@ -56,3 +57,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _RESULT is not None:
         terminalreporter.write_line(_RESULT.summary())
+        terminalreporter.write_line(f"  every checkpoint and verdict: {_RESULT.saved_to}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -48,6 +49,7 @@ class Differential:
     entries: list[deliberate.Entry]
     seconds: float
     log_tails: str = ""
+    saved_to: Path | None = None
 
     @property
     def differences(self) -> list[Difference]:
@@ -82,17 +84,18 @@ class Differential:
         ]
 
     def counts(self) -> dict[str, int]:
-        checkpoints = sum(
-            len(set(c.kubeflow.checkpoints) | set(c.trainop.checkpoints)) for c in self.compared
-        )
-        children = sum(
-            len(snap.get("children") or {})
-            for c in self.compared
-            for run in (c.kubeflow, c.trainop)
-            for snap in run.checkpoints.values()
-        )
+        """Jobs; checkpoints compared; children compared (a child at a checkpoint, on either side, counts
+        once); Events compared (likewise); differences, and those on no list."""
+        checkpoints = children = events = 0
+        for c in self.compared:
+            for label in set(c.kubeflow.checkpoints) | set(c.trainop.checkpoints):
+                sides = [run.checkpoints.get(label) or {} for run in (c.kubeflow, c.trainop)]
+                checkpoints += 1
+                children += len(set().union(*(side.get("children") or {} for side in sides)))
+                events += len(set().union(*(side.get("events") or [] for side in sides)))
         return {"jobs": len(self.compared), "checkpoints": checkpoints, "child snapshots": children,
-                "differences": len(self.differences), "unlisted": len(self.unlisted())}  # fmt: skip
+                "events": events, "differences": len(self.differences),
+                "unlisted": len(self.unlisted())}  # fmt: skip
 
     def summary(self) -> str:
         counts = ", ".join(f"{v} {k}" for k, v in self.counts().items())
@@ -101,6 +104,20 @@ class Differential:
         return f"differential vs Kubeflow v1.9.4 ({self.seconds:.0f}s): {counts}" + (
             f"\n  by deliberate entry: {listed}" if listed else ""
         )
+
+    def write(self, path: Path) -> None:
+        """Every checkpoint of both sides and every difference with its verdict, for a closer look."""
+        data = {
+            "summary": self.summary(),
+            "differences": [{**dataclasses.asdict(d), "listed_as": why} for d, why in self.explained()],
+            "runs": {
+                c.case.id: {run.side: {"error": run.error, "checkpoints": run.checkpoints}
+                            for run in (c.kubeflow, c.trainop)}
+                for c in self.compared
+            },
+        }  # fmt: skip
+        path.write_text(json.dumps(data, indent=1, sort_keys=True))
+        self.saved_to = path
 
     def report(self, only_unlisted: bool = True) -> str:
         diffs = self.unlisted() if only_unlisted else self.differences

@@ -14,6 +14,8 @@ import normalize
 import pytest
 from cases import edge_cases, rewrite_for_kwok
 from diff import ABSENT, Difference, diff
+from harness import Compared, Differential, compare
+from runner import Run
 from trainop_stack import IMAGE
 
 ENTRY = {"id": "x", "what": "w", "kubeflow": "k", "trainop": "t", "why": "y"}
@@ -258,3 +260,12 @@ def test_an_operators_event_about_a_pod_is_compared_and_the_schedulers_is_not() 
 
     out = normalize.snapshot({"Event": [ev("tfjob-controller"), ev("default-scheduler")]}, "TFJob", "j")
     assert out["otherEvents"] == ["Pod/j-worker-0 Normal R: m (tfjob-controller)"]
+
+
+def test_counts_name_each_child_and_event_at_a_checkpoint_once() -> None:
+    (case, *_) = edge_cases()
+    kubeflow = Run(case, "kubeflow", {"running": {"children": {"Pod/a": {}, "Pod/b": {}}, "events": ["x"]}})
+    trainop = Run(case, "trainop", {"running": {"children": {"Pod/a": {}}, "events": ["x", "y"]}})
+    result = Differential([Compared(case, kubeflow, trainop, compare(case, kubeflow, trainop))], [], 1.0)
+    assert result.counts() == {"jobs": 1, "checkpoints": 1, "child snapshots": 2, "events": 2,
+                               "differences": 2, "unlisted": 2}  # fmt: skip
