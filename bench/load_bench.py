@@ -23,6 +23,7 @@ log), Metacontroller's child writes per job by verb (the apiserver's audit log),
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -53,6 +54,15 @@ def row(profile: str, what: str, run: LoadRun, mc_cpu: float) -> str:
         f"{run.hook_cpu_seconds:.1f} | {max(run.hook_peak_rss.values(), default=0) / MIB:.0f} | "
         f"{mc_cpu:.1f} |"
     )
+
+
+def roomy_node(stack: TrainopStack, name: str, pods: int) -> None:
+    """A kwok node that fits ``pods`` pods at once: PyTorch workers' init container requests 50m CPU, so
+    the harness's 64-CPU node would hold only ~1280 of them and the scheduler would queue the rest."""
+    stack.cp.create_node(name, pods=pods)
+    room = {"cpu": str(pods), "memory": f"{pods}Gi", "pods": str(pods)}
+    status = {"status": {"capacity": room, "allocatable": room}}  # kwok's node stage keeps what it finds
+    stack.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(status))
 
 
 def measured(stack: TrainopStack, jobs: list[dict[str, Any]], timeout: float) -> tuple[LoadRun, float]:
@@ -91,7 +101,7 @@ def main() -> int:
         # Finished runs stay (deleting thousands of pods runs at KCM's client rate and would load the next
         # run); they cost nothing once quiet, and the node fits them all.
         pods = len(profiles) * args.jobs * 4 + args.big_jobs * (args.big_workers + 1)
-        stack.cp.create_node("kwok-node-load", pods=pods + 100)
+        roomy_node(stack, "kwok-node-load", pods + 100)
         print(f"stack up in {time.monotonic() - t:.1f}s (work dir {work})", file=sys.stderr)
         for name, flags in profiles if args.jobs else []:
             # A fresh Metacontroller per run: its periodic resync of every job (resyncPeriodSeconds, 300 s
