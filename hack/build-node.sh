@@ -33,7 +33,7 @@ COREDNS_VERSION="1.14.7"
 # The tags of the images built here; bump one when its content changes (tests/e2e_node reads them from
 # the stamps).
 PAUSE_VERSION="3.10"
-TOOLBOX_VERSION="2"
+TOOLBOX_VERSION="3"
 DEBS="containerd runc containernetworking-plugins iptables conntrack"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-buildvcs=false -p=2"
@@ -164,7 +164,16 @@ build_toolbox() {
   # Kubeflow's PyTorch init container runs `nslookup <master>` (a short name) until it succeeds, and pins
   # alpine:3.10 because later busybox nslookups fail on names that need the search list. Debian's busybox
   # is such a later one, so the toolbox's nslookup (first on PATH) is Go's resolver: search list and
-  # ndots from /etc/resolv.conf, exit 0 once the name resolves, busybox's output format.
+  # ndots from /etc/resolv.conf, exit 0 once the name resolves, busybox's output format. /bin/sh is
+  # Debian's dash (with the libc it links), not busybox's ash: the static busybox's shell runs its own
+  # applets before searching PATH, so `sh -c 'nslookup ...'` would never reach the Go one.
+  rm "$w/root/bin/sh"
+  local lib
+  for lib in /usr/bin/dash $(ldd /usr/bin/dash | grep -o '/[^ ]*'); do
+    mkdir -p "$w/root$(dirname "$lib")"
+    cp -L "$lib" "$w/root$lib"
+  done
+  ln -s /usr/bin/dash "$w/root/bin/sh"
   mkdir -p "$w/nslookup"
   cat >"$w/nslookup/main.go" <<'EOF'
 package main
@@ -214,6 +223,8 @@ EOF
   tar -C "$w/root" --owner=0 --group=0 --numeric-owner -cf "$w/layer.tar" .
   "$PYTHON" "$HACK/lib/oci_layout.py" --layout "$LAYOUT" --ref "trainop-e2e/toolbox:$want" \
     --entrypoint /usr/local/bin/kubectl-delivery "$w/layer.tar"
+  "$PYTHON" "$HACK/lib/oci_layout.py" prune --layout "$LAYOUT" \
+    --drop-prefix "trainop-e2e/toolbox:" --keep "trainop-e2e/toolbox:$want"
   rm -rf "$w"
   write_stamp toolbox "$want"
 }

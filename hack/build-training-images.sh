@@ -66,6 +66,9 @@ else
     || { tail -n 40 "$LOGS/push-trainop.log" >&2; exit 1; }
   printf '%s\n' "$APP_REF" >"$STAMPS/trainop"
   log "library/trainop:$APP_TAG pushed to the layout"
+  # Every source change makes a new project image; the layout keeps only the current one.
+  "${PYTHON:-python3}" "$REPO/hack/lib/oci_layout.py" prune --layout "$LAYOUT" \
+    --drop-prefix "library/trainop:src-" --keep "library/trainop:$APP_TAG"
 fi
 
 FAILED=0

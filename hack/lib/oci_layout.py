@@ -9,6 +9,7 @@ stored uncompressed. The reference (``repo:tag``) goes into ``index.json`` as
 reference is replaced.
 
     python3 oci_layout.py --layout DIR --ref trainop-e2e/pause:3.10 --entrypoint /pause rootfs.tar
+    python3 oci_layout.py prune --layout DIR --drop-prefix library/trainop:src- --keep library/trainop:src-abc
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +105,46 @@ def add_image(
     return str(manifest_desc["digest"])
 
 
+def prune(layout: Path, drop_prefix: str, keep: str, min_age: float = 600.0) -> list[str]:
+    """Drop every reference starting with ``drop_prefix`` except ``keep``, then every blob no manifest of
+    the index needs. Blobs younger than ``min_age`` seconds stay: a push may be writing them before it
+    names them in the index. Returns the dropped references."""
+    index_path = layout / "index.json"
+    index = json.loads(index_path.read_text())
+    kept: list[dict[str, Any]] = []
+    dropped: list[dict[str, Any]] = []
+    for m in index.get("manifests", []):
+        ref = (m.get("annotations") or {}).get(REF_ANNOTATION, "")
+        (dropped if ref.startswith(drop_prefix) and ref != keep else kept).append(m)
+    index["manifests"] = kept
+    tmp = index_path.with_name(f"index.json.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(index, indent=1))
+    tmp.replace(index_path)
+    blobs = layout / "blobs" / "sha256"
+    needed = set()
+    for m in kept:
+        needed.add(m["digest"][7:])
+        manifest = json.loads((blobs / m["digest"][7:]).read_text())
+        needed.update(d["digest"][7:] for d in [manifest["config"], *manifest.get("layers", [])])
+    now = time.time()
+    for blob in blobs.iterdir():
+        if blob.name not in needed and now - blob.stat().st_mtime > min_age:
+            blob.unlink()
+    return [str(m["annotations"][REF_ANNOTATION]) for m in dropped]
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["prune"]:
+        pruner = argparse.ArgumentParser(description="drop old references of a repository and unused blobs")
+        pruner.add_argument("--layout", required=True, type=Path)
+        pruner.add_argument("--drop-prefix", required=True, help="e.g. library/trainop:src-")
+        pruner.add_argument(
+            "--keep", required=True, help="the reference to keep, e.g. library/trainop:src-abc"
+        )
+        opts = pruner.parse_args(argv[1:])
+        for ref in prune(opts.layout, opts.drop_prefix, opts.keep):
+            print(f"dropped {ref}")
+        return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--layout", required=True, type=Path, help="OCI image layout directory")
     parser.add_argument("--ref", required=True, help="repository:tag, e.g. trainop-e2e/pause:3.10")

@@ -108,28 +108,34 @@ def test_active_deadline_stops_running_containers(node_stack: RealNodeStack, ns:
 
 
 def test_clean_pod_policy_running_removes_still_running_pods_at_success(
-    node_stack: RealNodeStack, ns: Namespace
+    node_stack: RealNodeStack, ns: Namespace, tmp_path: Path
 ) -> None:
     # The workers wait for the master's name in cluster DNS first (the operator's init container, from
-    # the toolbox image the hooks are configured with), then sleep; the master finishes at once.
-    master = replica(node_stack, "PyTorchJob", "echo master done", restart_policy="OnFailure")
+    # the toolbox image the hooks are configured with), then sleep. The master finishes once the test,
+    # having seen both workers' containers run, leaves it a mark on the node.
+    host_dir = tmp_path / "state"
+    host_dir.mkdir()
+    finish = "until [ -e /state/finish ]; do sleep 0.5; done; echo master done"
+    master = replica(node_stack, "PyTorchJob", finish, restart_policy="OnFailure", host_dir=host_dir)
     workers = replica(node_stack, "PyTorchJob", "sleep 600", replicas=2, restart_policy="OnFailure")
-    body = job(
-        "PyTorchJob", "clean", {"Master": master, "Worker": workers}, run_policy={"cleanPodPolicy": "Running"}
+    ns.create(
+        job(
+            "PyTorchJob",
+            "clean",
+            {"Master": master, "Worker": workers},
+            run_policy={"cleanPodPolicy": "Running"},
+        )
     )
-    ns.create(body)
+    everyone = {"clean-master-0/pytorch", "clean-worker-0/pytorch", "clean-worker-1/pytorch"}
     ns.wait_until(
-        "the workers' containers running",
-        lambda: (
-            {"clean-worker-0/pytorch", "clean-worker-1/pytorch"}
-            <= set(node_stack.node.running_containers(ns.name))
-        ),
-        timeout=120,
+        "all containers running", lambda: set(node_stack.node.running_containers(ns.name)) == everyone, 120
     )
+    (host_dir / "finish").touch()
     ns.wait_for("pytorchjob/clean", "Succeeded", timeout=120)
     ns.wait_children("pods", "clean", {"clean-master-0"}, timeout=60)
     ns.wait_until("no worker container running", lambda: not node_stack.node.running_containers(ns.name), 60)
     assert ns.get("pod/clean-master-0")["status"]["phase"] == "Succeeded"
+    assert ns.kubectl("logs", "clean-master-0").stdout.strip() == "master done"
 
 
 def test_suspend_stops_the_containers_and_resume_starts_them_again(
