@@ -45,13 +45,19 @@ RULES = (
         (Selector(path="job.status.replicaStatuses.*.selector", kubeflow=ABSENT),),
     ),
     Noise(
-        "kubeflow-mpi-stale-cache-create",
-        "The MPIJob controller creates pods from a stale informer cache and reports the 'already exists' "
-        "error of its own earlier create as a Warning (mpijob_controller.go getOrCreateWorker/Launcher); "
-        "its FailedCreatePod event then has an empty pod name.",
+        "kubeflow-stale-cache-create",
+        "Kubeflow's controllers create children from a stale informer cache and report the 'already exists' "
+        "error of their own earlier create as a Warning (control/pod_control.go, service_control.go, "
+        "mpijob_controller.go getOrCreateWorker/Launcher); MPI's FailedCreatePod then has an empty pod name.",
         (
             Selector(path="events[Warning MPIJobFailed: * already exists]", trainop=ABSENT),
             Selector(path="events[Warning FailedCreatePod: Created worker pod: ]", trainop=ABSENT),
+            Selector(
+                path="events[Warning FailedCreatePod: Error creating: * already exists]", trainop=ABSENT
+            ),
+            Selector(
+                path="events[Warning FailedCreateService: Error creating: * already exists]", trainop=ABSENT
+            ),
         ),
     ),
     Noise(

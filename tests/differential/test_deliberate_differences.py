@@ -269,3 +269,8 @@ def test_counts_name_each_child_and_event_at_a_checkpoint_once() -> None:
     result = Differential([Compared(case, kubeflow, trainop, compare(case, kubeflow, trainop))], [], 1.0)
     assert result.counts() == {"jobs": 1, "checkpoints": 1, "child snapshots": 2, "events": 2,
                                "differences": 2, "unlisted": 2}  # fmt: skip
+
+
+def test_an_already_exists_warning_from_kubeflows_stale_cache_is_noise() -> None:
+    warning = 'events[Warning FailedCreateService: Error creating: services "j-worker-0" already exists]'
+    assert noise.explain(difference(warning, "present", ABSENT), {}) == "kubeflow-stale-cache-create"
