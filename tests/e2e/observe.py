@@ -30,6 +30,7 @@ from controlplane import ControlPlane
 
 METACONTROLLER_AGENT = "metacontroller/"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+HOOK_PATHS = ("/sync", "/finalize")
 _FAILED_SYNC = re.compile(r"failed to sync (\w+) '([^'/]*)/([^']*)'")
 
 
@@ -162,7 +163,13 @@ class HookLog:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(entry, dict) and entry.get("namespace") == namespace and "name" in entry:
+            # Other JSON lines (e.g. about Events) name jobs too; a hook call is the line with its path.
+            if (
+                isinstance(entry, dict)
+                and entry.get("path") in HOOK_PATHS
+                and entry.get("namespace") == namespace
+                and "name" in entry
+            ):
                 out[str(entry["name"])] += 1
         return out
 

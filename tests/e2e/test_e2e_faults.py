@@ -94,7 +94,8 @@ def assert_intact(ns: Namespace, tracker: PodTracker, obj: dict[str, Any], timeo
 def test_hook_server_down_30s_job_succeeds_without_duplicate_pods(
     fault_stack: TrainopStack, ns: Namespace
 ) -> None:
-    obj = load_job("PyTorchJob", "hooks-down", 2, run_for="10s")
+    # Pods run long enough for the job to be seen Running first, short enough to finish in the outage.
+    obj = load_job("PyTorchJob", "hooks-down", 2, run_for="15s")
     mc_log = MetacontrollerLog(fault_stack.process("metacontroller").log_path)
     with PodTracker(fault_stack.cp, ns.name) as tracker:
         ns.apply(obj)
@@ -184,7 +185,8 @@ def test_webhooks_down_with_ignore_policy_sync_hook_defaults_a_valid_job(
 
 
 def test_jobs_survive_kube_apiserver_restart(fault_stack: TrainopStack, ns: Namespace) -> None:
-    jobs = [load_job(kind, f"{kind.lower()}-a", 1, "10s") for kind in MIXED_KINDS]
+    # 20 s pods: all four jobs are seen Running before the kill even on a slow machine.
+    jobs = [load_job(kind, f"{kind.lower()}-a", 1, "20s") for kind in MIXED_KINDS]
     metacontroller = fault_stack.process("metacontroller")
     with PodTracker(fault_stack.cp, ns.name) as tracker:
         for obj in jobs:
@@ -194,7 +196,7 @@ def test_jobs_survive_kube_apiserver_restart(fault_stack: TrainopStack, ns: Name
         kill_component(fault_stack, "kube-apiserver")
         time.sleep(APISERVER_OUTAGE_SECONDS)
         restart_apiserver(fault_stack)
-        # kwok (the fake kubelet) lost its pending "run for 10s" timers with the apiserver; a real
+        # kwok (the fake kubelet) lost its pending "run for 20s" timers with the apiserver; a real
         # kubelet keeps running its containers. See control-plane.md §9.
         restart_kwok(fault_stack)
         for obj in jobs:
