@@ -92,16 +92,21 @@ def test_permanent_exit_code_fails_the_job(node_stack: RealNodeStack, ns: Namesp
 
 
 def test_active_deadline_stops_running_containers(node_stack: RealNodeStack, ns: Namespace) -> None:
+    # Kubeflow 1.9.4 marks the job Failed before it cleans up, so the deadline stops the pods through
+    # cleanPodPolicy (kubeflow/trainer#3419): with the default None they would keep running, as there.
     spec = replica(node_stack, "TFJob", "sleep 600", replicas=2)
-    ns.create(job("TFJob", "deadline", {"Worker": spec}, run_policy={"activeDeadlineSeconds": 15}))
+    policy = {"activeDeadlineSeconds": 15, "cleanPodPolicy": "Running"}
+    ns.create(job("TFJob", "deadline", {"Worker": spec}, run_policy=policy))
     ns.wait_until(
         "both workers' containers running",
         lambda: len(node_stack.node.running_containers(ns.name)) == 2,
         timeout=120,
     )
     ns.wait_for("tfjob/deadline", "Failed", timeout=90)
+    # Kubeflow's own reason and message for a passed deadline.
     failed = ns.condition("tfjob/deadline", "Failed") or {}
-    assert failed.get("reason") == "DeadlineExceeded", failed
+    assert failed.get("reason") == "TFJobFailed", failed
+    assert "active longer than specified deadline" in failed.get("message", ""), failed
     ns.wait_until(
         "no container of the job running", lambda: not node_stack.node.running_containers(ns.name), 60
     )

@@ -22,6 +22,7 @@ def test_training_client_trains_and_returns_the_training_logs(
             KubeflowOrgV1PyTorchJob,
             KubeflowOrgV1PyTorchJobSpec,
             KubeflowOrgV1ReplicaSpec,
+            KubeflowOrgV1RunPolicy,
             TrainingClient,
         )
         from kubernetes.client import V1Container, V1EnvVar, V1ObjectMeta, V1PodSpec, V1PodTemplateSpec
@@ -55,7 +56,8 @@ def test_training_client_trains_and_returns_the_training_logs(
         kind="PyTorchJob",
         metadata=V1ObjectMeta(name="sdk-digits", namespace=ns.name),
         spec=KubeflowOrgV1PyTorchJobSpec(
-            pytorch_replica_specs={"Master": replica_spec(1), "Worker": replica_spec(1)}
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            pytorch_replica_specs={"Master": replica_spec(1), "Worker": replica_spec(1)},
         ),
     )
     client = TrainingClient(config_file=str(node_stack.kubeconfig), namespace=ns.name)
