@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 
 from controlplane import chart_metacontroller_args, default_bin_dir
+from load_bench import roomy_node
 from trainop_stack import TrainopStack, ensure_binaries, job, replica
 
 # kube-scheduler's KubeSchedulerConfiguration v1 defaults (the harness does not change them).
@@ -170,6 +171,8 @@ def main() -> int:
         t = time.monotonic()
         stack.start()
         print(f"stack up in {time.monotonic() - t:.1f}s (work dir {work})", file=sys.stderr)
+        # The harness's node holds 250 pods; the largest job must fit at once.
+        roomy_node(stack, "kwok-fanout", max(sizes) + 50)
         for i, profile in enumerate(profiles):
             if i:
                 stack.restart_metacontroller(_flags(profile))
