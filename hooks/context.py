@@ -62,7 +62,11 @@ class JobContext:
         return self.info.replicas_default(rtype) if value is None else int(value)
 
     def total_replicas(self) -> int:
-        return sum(self.replicas(t) for t in self.replica_specs)
+        # Asked once per pod (WORLD_SIZE, TF's single-process check): summed once per sync.
+        total = self.memo.get("total_replicas")
+        if total is None:
+            total = self.memo["total_replicas"] = sum(self.replicas(t) for t in self.replica_specs)
+        return int(total)
 
     def restart_policy(self, rtype: str) -> str:
         return str(self.replica_specs[rtype]["restartPolicy"])

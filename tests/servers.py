@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 REPO = Path(__file__).resolve().parents[1]
 BOOTED = "Booting worker with pid"
 
@@ -123,3 +125,12 @@ def worker_pids(server: Server) -> list[int]:
     """The live worker processes of the gunicorn master (children of its pid)."""
     children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text().split()
     return [int(pid) for pid in children]
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of the sample `name{labels}` in a Prometheus text exposition; 0 if absent."""
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and found.labels == labels:
+                return float(found.value)
+    return 0.0

@@ -5,25 +5,12 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import signal
 import time
 from pathlib import Path
 
 from tests.builders import job
-from tests.servers import Server, serve, worker_pids
-
-
-def sample(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format (0 if absent)."""
-    for line in text.splitlines():
-        match = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$", line)
-        if not match or match.group(1) != name:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
-        if found == labels:
-            return float(match.group(3))
-    return 0.0
+from tests.servers import Server, sample, serve, worker_pids
 
 
 def sync_new_jobs(server: Server, count: int, prefix: str) -> None:
