@@ -15,7 +15,7 @@ from tests.e2e_node.realnode import RealNodeStack
 
 @pytest.mark.usefixtures("training_images")
 def test_training_client_trains_and_returns_the_training_logs(
-    node_stack: RealNodeStack, ns: Namespace
+    node_stack: RealNodeStack, ns: Namespace, capsys: pytest.CaptureFixture[str]
 ) -> None:
     try:
         from kubeflow.training import (
@@ -73,4 +73,6 @@ def test_training_client_trains_and_returns_the_training_logs(
         r"rank 0/2: test accuracy (?P<value>[0-9.]+) \(target 0\.90\)", logs["sdk-digits-master-0"]
     )
     assert match, logs
+    with capsys.disabled():
+        print(f"\n[sdk] get_job_logs sdk-digits-master-0: {match.group(0)}")
     assert float(match["value"]) >= 0.90
