@@ -106,8 +106,11 @@ def create_app(
         try:
             server = deleter.get_job(parent["kind"], meta.get("namespace") or "default", meta["name"])
             decision = ttl.verdict(parent, server, now)
-            if decision.delete and server is not None and deleter.delete_job(server):
-                metrics.record_deleted(server)
+            if decision.delete and server is not None:
+                if recorder is not None:
+                    recorder.record_deletion(server)
+                if deleter.delete_job(server):
+                    metrics.record_deleted(server)
         except Exception:
             log.exception("deleting %s after its TTL failed; retrying", meta["name"])
             return DELETE_RETRY_SECONDS

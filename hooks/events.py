@@ -69,6 +69,16 @@ class SyncFacts:
     exit_code_failures: Sequence[tuple[str, ObservedPod]] = ()  # (replica type, pod) under ExitCode
 
 
+# The reason Kubeflow's DeleteJob records after deleting a job for its ttlSecondsAfterFinished: the
+# PyTorch, Paddle and JAX controllers reuse the pod reason, the others have their own.
+DELETE_POD_REASON_KINDS = frozenset({"PyTorchJob", "PaddleJob", "JAXJob"})
+# Kinds whose UpdateJobStatus adds a kind-level Restarting Warning only while the type is short of
+# replicas (failed > 0 && replicas > succeeded + running); XGBoost's and MPI's require failed > 0 only.
+SHORT_OF_REPLICAS_KINDS = DELETE_POD_REASON_KINDS
+# TFJob's UpdateJobStatus keeps the Restarting condition ReconcilePods set and records no event of its own.
+NO_KIND_RESTARTING_KINDS = frozenset({"TFJob"})
+
+
 def derive(facts: SyncFacts) -> list[Event]:
     """Every event this sync implies, in the order Kubeflow would record them."""
     before = list(facts.previous.get("conditions") or [])
@@ -87,6 +97,12 @@ def derive(facts: SyncFacts) -> list[Event]:
 
 def invalid(kind: str, message: str) -> Event:
     return Event(WARNING, f"{kind}FailedValidation", message, "invalid", False)
+
+
+def deleted_job(kind: str, name: str) -> Event:
+    """Kubeflow's DeleteJob event, recorded once the job's ttlSecondsAfterFinished has expired."""
+    reason = "SuccessfulDeletePod" if kind in DELETE_POD_REASON_KINDS else "SuccessfulDeleteJob"
+    return Event(NORMAL, reason, f"Deleted job: {name}", "deleted", False)
 
 
 # ---- conditions ---------------------------------------------------------------------------------
@@ -116,12 +132,8 @@ def _suspension(facts: SyncFacts, before: list[Json], after: list[Json]) -> Iter
 def _conclusions(facts: SyncFacts, before: list[Json], after: list[Json]) -> Iterable[Event]:
     kind, ctx = facts.ctx.info.kind, facts.ctx
     failing = {rtype for rtype, _ in facts.exit_code_failures}
-    restarting = find(after, c.RESTARTING)
-    if facts.restarting and restarting and restarting.get("status") == "True" and not finished(after):
-        # The kind-level message of the Restarting condition; one occurrence per set of failed pods.
-        uids = sorted(p.uid for p in facts.pods if p.name in facts.restarting)
-        message = str(restarting.get("message"))
-        yield Event(WARNING, f"{kind}Restarting", message, "restart:" + ",".join(uids), False)
+    if not finished(before):
+        yield from _kind_restarting(facts, after)
     succeeded = _became(before, after, c.SUCCEEDED, "True")
     if succeeded is not None:
         message = str((find(after, c.SUCCEEDED) or {}).get("message"))
@@ -141,6 +153,29 @@ def _conclusions(facts: SyncFacts, before: list[Json], after: list[Json]) -> Ite
                 reason = str((pod.obj.get("status") or {}).get("reason") or "MPIJobFailed")
                 yield Event(WARNING, reason, f"MPIJob {ctx.namespace}/{ctx.name} has failed", "failed", False)
         yield Event(NORMAL, f"{kind}Failed", message, "failed", False)
+
+
+def _kind_restarting(facts: SyncFacts, after: list[Json]) -> Iterable[Event]:
+    """The Restarting Warning of a kind's UpdateJobStatus, per replica type with failed pods under a
+    restarting policy: pods being recreated, and (Kubeflow reads only the policy, not the exit code)
+    pods an ExitCode policy leaves failed for good. One occurrence per set of failed pods."""
+    ctx, kind = facts.ctx, facts.ctx.info.kind
+    if kind in NO_KIND_RESTARTING_KINDS:
+        return
+    # A job finishing in this sync for another reason (success, backoffLimit) stops recreating pods.
+    recreated = frozenset() if finished(after) else facts.restarting
+    failing = {p.uid for _, p in facts.exit_code_failures}
+    for rtype in ctx.replica_specs:
+        own = [p for p in facts.pods if p.rtype_label == rtype.lower()]
+        failed = sorted(p.uid for p in own if p.name in recreated or p.uid in failing)
+        if not failed:
+            continue
+        if kind in SHORT_OF_REPLICAS_KINDS:
+            up = sum(1 for p in own if p.phase == "Succeeded" or (p.phase == "Running" and not p.deleting))
+            if ctx.replicas(rtype) <= up:
+                continue
+        message = f"{kind} {ctx.name} is restarting because {len(failed)} {rtype} replica(s) failed."
+        yield Event(WARNING, f"{kind}Restarting", message, "restart:" + ",".join(failed), False)
 
 
 # ---- pods ---------------------------------------------------------------------------------------

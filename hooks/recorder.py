@@ -3,7 +3,10 @@
 The sync handler only hands a batch to a bounded queue; one background thread per process writes it.
 Before writing, the thread reads the job from the apiserver and records nothing unless a job of that
 name with that uid exists: the body of a /sync call is only a claim, and events are written with the
-hook's own credentials.
+hook's own credentials. A job its ttlSecondsAfterFinished deleted is gone before a busy writer (in any
+worker process) reaches its last batches; the hook that deletes it first records Kubeflow's "Deleted
+job" event, after its own read proved the job real, and that event is the proof the writers accept
+for a job that no longer exists.
 
 Each event has a deterministic name, so a sync Metacontroller retries POSTs the same object and gets
 409 AlreadyExists. The event's annotation says which occurrence it last recorded: the same one means a
@@ -26,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from api.kinds import kind_info
-from hooks.events import Event
+from hooks.events import Event, deleted_job
 
 log = logging.getLogger("trainop.hooks")
 Json = dict[str, Any]
@@ -162,6 +165,8 @@ class Recorder:
     def write(self, batch: Batch) -> None:
         """Record one batch: one GET of the job, then one request per event not yet recorded."""
         job = self.api.get_job(batch.kind, batch.namespace, batch.name)
+        if job is None:
+            job = self._deleted_by_ttl(batch)
         if job is None or (job.get("metadata") or {}).get("uid") != batch.uid:
             entry = {"event": "events-skipped", "namespace": batch.namespace, "name": batch.name}
             log.warning(json.dumps({**entry, "reason": "no job with the request's uid on the apiserver"}))
@@ -175,6 +180,25 @@ class Recorder:
                 self._record(job, event)
             except Exception:
                 log.exception("recording %s for %s/%s failed", event.reason, batch.namespace, batch.name)
+
+    def _deleted_by_ttl(self, batch: Batch) -> Json | None:
+        """The job as its events name it if a TTL deletion recorded deleting it (see record_deletion)."""
+        name = deleted_job(batch.kind, batch.name).name(batch.name, batch.uid)
+        marker = self.api.get_event(batch.namespace, name)
+        if marker is None or (marker.get("involvedObject") or {}).get("uid") != batch.uid:
+            return None
+        meta = {"name": batch.name, "namespace": batch.namespace, "uid": batch.uid}
+        return {"apiVersion": "kubeflow.org/v1", "kind": batch.kind, "metadata": meta}
+
+    def record_deletion(self, job: Json) -> None:
+        """Record Kubeflow's "Deleted job" event for `job` (the apiserver's copy, past its TTL) now, from
+        the request thread and before the delete, so that every writer finding the job gone afterwards
+        can tell it was real. Never raises: a failure only costs those last events."""
+        meta = job["metadata"]
+        try:
+            self._record(job, deleted_job(str(job["kind"]), str(meta["name"])))
+        except Exception:
+            log.exception("recording the deletion of %s/%s failed", meta.get("namespace"), meta["name"])
 
     def _take_token(self, uid: str, event_type: str) -> bool:
         now = self.clock()

@@ -3,7 +3,7 @@ happening, with the same name for a retry and for a genuine repeat (which the re
 
 from __future__ import annotations
 
-from hooks.events import Event
+from hooks.events import Event, deleted_job
 from tests.builders import container, job, replica, with_run_policy
 from tests.hooks.fakes import Cluster
 
@@ -199,3 +199,46 @@ def test_event_names_follow_the_job_uid_reason_and_message() -> None:
     ).name("j", "u1")
     assert event.name("j", "u1") != event.name("j", "u2")
     assert event.name("j", "u1").startswith("j.")
+
+
+def test_a_pytorch_restart_also_records_the_kind_level_warning_with_the_failed_count() -> None:
+    cluster = running(with_spec_policy("OnFailure"))
+    cluster.fail("j-worker-1", exit_code=137)
+    events = triples(cluster.sync(5).events)
+    message = "PyTorchJob j is restarting because 1 Worker replica(s) failed."
+    assert ("Warning", "PyTorchJobRestarting", message) in events
+
+
+def test_a_tfjob_restart_records_only_the_generic_restarting_warning() -> None:
+    spec = job("TFJob", name="j", namespace="ns", Worker=replica("TFJob", 2, restartPolicy="OnFailure"))
+    cluster = running(spec)
+    cluster.fail("j-worker-1", exit_code=137)
+    restarting = [e for e in triples(cluster.sync(5).events) if e[1] == "TFJobRestarting"]
+    assert restarting == [
+        ("Warning", "TFJobRestarting", "job j is restarting because Worker replica(s) failed.")
+    ]
+
+
+def test_a_permanent_exit_code_also_records_pytorchs_restarting_warning_as_kubeflow_does() -> None:
+    cluster = running(with_spec_policy("ExitCode"))
+    cluster.fail("j-worker-0", exit_code=1)
+    events = triples(cluster.sync(5).events)
+    message = "PyTorchJob j is restarting because 1 Worker replica(s) failed."
+    assert ("Warning", "PyTorchJobRestarting", message) in events
+    assert cluster.sync(5).events == ()
+
+
+def test_a_never_policy_failure_records_no_restarting_warning() -> None:
+    cluster = running(with_spec_policy("Never"))
+    cluster.fail("j-worker-0", exit_code=1)
+    assert not [e for e in cluster.sync(5).events if e.reason == "PyTorchJobRestarting"]
+
+
+def test_the_ttl_deletion_event_has_each_kubeflow_controllers_reason() -> None:
+    pytorch, tf = deleted_job("PyTorchJob", "j"), deleted_job("TFJob", "j")
+    assert (pytorch.type, pytorch.reason, pytorch.message) == (
+        "Normal",
+        "SuccessfulDeletePod",
+        "Deleted job: j",
+    )
+    assert (tf.type, tf.reason, tf.message) == ("Normal", "SuccessfulDeleteJob", "Deleted job: j")

@@ -221,3 +221,55 @@ def test_the_limit_refills_one_event_per_five_minutes() -> None:
     clock[0] = NOW + timedelta(seconds=300)
     rec.write(batch(Event("Warning", "R", "later", "o")))
     assert "later" in {e["message"] for e in api.events.values()}
+
+
+class DeletingApi(FakeEventApi):
+    """FakeEventApi that can also delete its job, as the TTL path does."""
+
+    def delete_job(self, job: Json) -> bool:
+        self.requests.append("delete")
+        self.job = None
+        return True
+
+
+def expired_job() -> Json:
+    out = copy.deepcopy(JOB)
+    out["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 0}
+    done = (NOW - timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out["status"] = {
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded"}],
+        "startTime": done,
+        "completionTime": done,
+    }
+    return out
+
+
+def test_a_ttl_deletion_records_kubeflows_deleted_job_event_before_deleting() -> None:
+    api = DeletingApi(expired_job())
+    rec = recorder(api)
+    app = create_app(Settings(), api, lambda: NOW, recorder=rec).test_client()
+    body = {"parent": expired_job(), "children": {}, "finalizing": False}
+    assert app.post("/sync", data=json.dumps(body), content_type="application/json").status_code == 200
+    assert rec.drain()
+    assert [(e["reason"], e["message"]) for e in api.events.values()] == [
+        ("SuccessfulDeletePod", "Deleted job: j")
+    ]
+    assert api.requests.index("create") < api.requests.index("delete")
+
+
+def test_events_queued_before_a_ttl_deletion_are_still_recorded() -> None:
+    api = FakeEventApi()
+    rec = recorder(api)
+    rec.record_deletion(JOB)
+    api.job = None  # deleted before the writer reaches the batch
+    rec.write(batch(CREATED))
+    assert sorted(e["message"] for e in api.events.values()) == ["Created pod: j-master-0", "Deleted job: j"]
+
+
+def test_a_deleted_jobs_record_vouches_for_its_own_uid_only() -> None:
+    api = FakeEventApi()
+    rec = recorder(api)
+    rec.record_deletion(JOB)
+    api.job = None
+    rec.write(batch(CREATED, uid="forged"))
+    assert [e["message"] for e in api.events.values()] == ["Deleted job: j"]
