@@ -14,6 +14,7 @@ import time
 import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from trainop_stack import Namespace, TrainopStack, job, kwok_annotations, replica
 
 from tests.servers import sample
@@ -128,11 +129,15 @@ def test_hook_latency_and_admission_metrics_are_scraped(stack: TrainopStack, nam
     )
 
 
-def test_metacontroller_serves_its_own_metrics(stack: TrainopStack) -> None:
+def test_metacontroller_serves_its_own_metrics(stack: TrainopStack, namespace: Namespace) -> None:
+    """The dashboard's Metacontroller panel reads metacontroller_sync_requests_total{code}."""
+    namespace.apply(job("JAXJob", "synced", {"Worker": replica("JAXJob", annotations=kwok_annotations())}))
+    namespace.wait_for("jaxjob/synced", "Succeeded", timeout=60)
     port = stack.cp.metacontroller_metrics_port
     assert port is not None
-    text = scrape(port)
-    assert "metacontroller_" in text
+    families = {f.name: f for f in text_string_to_metric_families(scrape(port))}
+    calls = families["metacontroller_sync_requests"].samples
+    assert sum(s.value for s in calls if s.name.endswith("_total") and s.labels.get("code") == "200") >= 2
 
 
 def post_sync(stack: TrainopStack, body: dict[str, object]) -> dict[str, object]:
