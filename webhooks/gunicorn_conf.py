@@ -40,8 +40,9 @@ bind = [os.environ.get("TRAINOP_WEBHOOK_BIND") or "0.0.0.0:9443"]
 # Admission calls are short and CPU-bound (~2 ms); on 2 cores two processes use both. Threads are for
 # concurrency, not speed: the apiserver sends one request per concurrent create, each on a connection of
 # its own whose TLS handshake and body read hold a thread; with 4 threads per worker, 45 jobs created at
-# once (tests/differential) saw 25 denied by the apiserver's 10 s webhook timeout, with 32 none. gthread is also the worker that supports
-# keep-alive, which the apiserver relies on: a fresh TLS handshake per call triples the cost.
+# once (tests/differential) saw 25 denied by the apiserver's 10 s webhook timeout, with 32 none. gthread
+# is also the worker that supports keep-alive, which the apiserver relies on: a fresh TLS handshake per
+# call triples the cost.
 worker_class = "gthread"
 workers = _int_env("TRAINOP_WEBHOOK_WORKERS", 2)
 threads = _int_env("TRAINOP_WEBHOOK_THREADS", 16)
