@@ -79,7 +79,7 @@ def test_a_retried_sync_whose_status_was_never_written_counts_once_per_process()
 
 def test_the_framework_label_is_kubeflows_framework_name() -> None:
     created = counter("created", "metrics-ns", "pytorch")
-    post(app(), Cluster(job("PyTorchJob", name="pt-framework-label", namespace="metrics-ns", Master=1)).request())
+    post(app(), Cluster(job("PyTorchJob", name="pt-label", namespace="metrics-ns", Master=1)).request())
     assert created.value() == 1
 
 
