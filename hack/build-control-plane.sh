@@ -30,8 +30,6 @@ K8S_VERSION="1.36.3"
 KWOK_VERSION="0.8.0"
 HELM_VERSION="3.22.0"
 MC_VERSION="4.17.2"
-# Tag v4.17.2 of metacontroller/metacontroller as a pseudo-version (commit and date of the tag).
-MC_PSEUDO="v0.0.0-20260813213314-76b818bdc67b"
 KUBECTL_VERSIONS="1.36.4 1.36.3"
 
 # GOTOOLCHAIN=local: fail loudly rather than try to download a toolchain.
@@ -41,25 +39,16 @@ export NO_PROXY="${NO_PROXY:-127.0.0.1,localhost}"
 
 mkdir -p "$BIN" "$SRC"
 
-log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-
-# A second concurrent run (e.g. a developer and a test both calling this) must not
-# interleave writes into the same wrapper module.
-exec 9>"$CACHE/.build.lock"
-if ! flock -n 9; then
-  log "another build holds $CACHE/.build.lock; waiting"
-  flock 9
-fi
+# shellcheck source=hack/lib/pieces.sh
+. "$(dirname "$0")/lib/pieces.sh"
+take_lock "$CACHE/.build.lock"
 
 stamp_ok() { # piece version binaries...
   local piece="$1" version="$2"; shift 2
-  [ "$(cat "$BIN/.stamp-$piece" 2>/dev/null || true)" = "$version" ] || return 1
+  stamp_is "$piece" "$version" || return 1
   local b
   for b in "$@"; do [ -x "$BIN/$b" ] || return 1; done
 }
-write_stamp() { printf '%s\n' "$2" >"$BIN/.stamp-$1.tmp" && mv "$BIN/.stamp-$1.tmp" "$BIN/.stamp-$1"; }
-# Called before a piece rebuilds: a build that dies half-way must not leave an old stamp behind.
-clear_stamp() { rm -f "$BIN/.stamp-$1"; }
 
 # ---------------------------------------------------------------------------------------------
 build_etcd() {
@@ -216,32 +205,6 @@ install_kubectl() {
 }
 
 # ---------------------------------------------------------------------------------------------
-declare -a SUMMARY=()
-FAILED=0
-LOGS="$CACHE/logs"
-mkdir -p "$LOGS"
-run_piece() { # name function
-  local name="$1" fn="$2" t0 t1 rc log_file="$LOGS/$1.log"
-  log "=== $name: start (log: $log_file)"
-  t0="$(date +%s)"
-  # Subshell: `cd` and errexit stay local, and one failing piece does not stop the others.
-  set +e
-  ( set -euo pipefail; "$fn" ) >"$log_file" 2>&1
-  rc=$?
-  set -e
-  t1="$(date +%s)"
-  if [ "$rc" -eq 0 ]; then
-    log "=== $name: ok ($((t1 - t0))s)"
-    SUMMARY+=("$(printf '%-20s %6ss  ok' "$name" "$((t1 - t0))")")
-  else
-    log "=== $name: FAILED rc=$rc ($((t1 - t0))s); last lines of $log_file:"
-    tail -n 40 "$log_file" >&2
-    SUMMARY+=("$(printf '%-20s %6ss  FAILED rc=%s' "$name" "$((t1 - t0))" "$rc")")
-    FAILED=1
-  fi
-}
-
-T_START="$(date +%s)"
 log "cache: $CACHE ($(go version))"
 # Cheap pieces first; the long kubernetes build last but one.
 run_piece kubectl install_kubectl
@@ -252,10 +215,6 @@ run_piece kubernetes build_k8s
 run_piece helm build_helm
 # Needs both helm and the Metacontroller source, so it follows them.
 run_piece metacontroller-chart package_metacontroller_chart
-T_END="$(date +%s)"
-
-echo "---------------- build summary (wall time) ----------------"
-printf '%s\n' "${SUMMARY[@]}"
-printf '%-20s %6ss\n' total "$((T_END - T_START))"
+print_summary "build summary"
 ls -l "$BIN"
 exit "$FAILED"

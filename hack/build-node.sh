@@ -39,25 +39,20 @@ DEBS="containerd runc containernetworking-plugins iptables conntrack"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-buildvcs=false -p=2"
 mkdir -p "$BIN" "$SRC" "$LAYOUT"
 
-log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+# shellcheck source=hack/lib/pieces.sh
+. "$(dirname "$0")/lib/pieces.sh"
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Its own lock, not the control plane build's: the e2e suite runs that script before every session and
 # must not wait through a ten-minute node build.
-exec 9>"$CACHE/.node-build.lock"
-if ! flock -n 9; then
-  log "another node build holds $CACHE/.node-build.lock; waiting"
-  flock 9
-fi
+take_lock "$CACHE/.node-build.lock"
 
 stamp_ok() { # piece version files...
   local piece="$1" version="$2"; shift 2
-  [ "$(cat "$BIN/.stamp-$piece" 2>/dev/null || true)" = "$version" ] || return 1
+  stamp_is "$piece" "$version" || return 1
   local f
   for f in "$@"; do [ -s "$f" ] || return 1; done
 }
-write_stamp() { printf '%s\n' "$2" >"$BIN/.stamp-$1.tmp" && mv "$BIN/.stamp-$1.tmp" "$BIN/.stamp-$1"; }
-clear_stamp() { rm -f "$BIN/.stamp-$1"; }
 
 # ---------------------------------------------------------------------------------------------
 install_debs() {
@@ -230,40 +225,11 @@ EOF
 }
 
 # ---------------------------------------------------------------------------------------------
-declare -a SUMMARY=()
-FAILED=0
-LOGS="$CACHE/logs"
-mkdir -p "$LOGS"
-run_piece() { # name function
-  local name="$1" fn="$2" t0 t1 rc log_file="$LOGS/$1.log"
-  log "=== $name: start (log: $log_file)"
-  t0="$(date +%s)"
-  set +e
-  ( set -euo pipefail; "$fn" ) >"$log_file" 2>&1
-  rc=$?
-  set -e
-  t1="$(date +%s)"
-  if [ "$rc" -eq 0 ]; then
-    log "=== $name: ok ($((t1 - t0))s)"
-    SUMMARY+=("$(printf '%-16s %6ss  ok' "$name" "$((t1 - t0))")")
-  else
-    log "=== $name: FAILED rc=$rc ($((t1 - t0))s); last lines of $log_file:"
-    tail -n 40 "$log_file" >&2
-    SUMMARY+=("$(printf '%-16s %6ss  FAILED rc=%s' "$name" "$((t1 - t0))" "$rc")")
-    FAILED=1
-  fi
-}
-
-T_START="$(date +%s)"
 [ -x "$BIN/kubectl" ] || { echo "no $BIN/kubectl: run hack/build-control-plane.sh first" >&2; exit 1; }
 run_piece node-debs install_debs
 run_piece pause build_pause
 run_piece toolbox build_toolbox
 run_piece coredns build_coredns
 run_piece node-k8s build_node_k8s
-T_END="$(date +%s)"
-
-echo "---------------- node build summary (wall time) ----------------"
-printf '%s\n' "${SUMMARY[@]}"
-printf '%-16s %6ss\n' total "$((T_END - T_START))"
+print_summary "node build summary"
 exit "$FAILED"
