@@ -16,6 +16,7 @@ Environment:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import ssl
 from collections.abc import Callable
@@ -89,10 +90,11 @@ def _start_own_certificate() -> None:
     global _rotator
     if _self_cert is None:
         return
-    from webhooks import kubeclient
+    from trainop import kubeclient
 
     selfcert.configure_logging()
-    _rotator = selfcert.Rotator(selfcert.CertKeeper(kubeclient.from_env(), _self_cert))
+    client = dataclasses.replace(kubeclient.from_env(), field_manager=selfcert.FIELD_MANAGER)
+    _rotator = selfcert.Rotator(selfcert.CertKeeper(client, _self_cert))
     _rotator.start_up()
     _rotator.start()
 

@@ -52,6 +52,7 @@ from typing import Any, Final, Protocol
 
 from cryptography import x509
 
+from trainop.kubeclient import STRATEGIC_MERGE, ApiError
 from webhooks import codec
 from webhooks.certs import (
     CLOCK_SKEW,
@@ -64,11 +65,12 @@ from webhooks.certs import (
     pem_certificates,
     serving_problem,
 )
-from webhooks.kubeclient import STRATEGIC_MERGE, ApiError
 
 Json = dict[str, Any]
 Clock = Callable[[], datetime]
 
+# Shown in managedFields, so `kubectl get -o yaml --show-managed-fields` says who wrote caBundle.
+FIELD_MANAGER: Final = "trainop-webhooks"
 ENV_NAMESPACE: Final = "TRAINOP_WEBHOOK_NAMESPACE"
 ENV_SECRET: Final = "TRAINOP_WEBHOOK_CERT_SECRET"
 ENV_SERVICE: Final = "TRAINOP_WEBHOOK_SERVICE"

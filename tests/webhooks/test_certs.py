@@ -23,9 +23,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from webhooks import certs, kubeclient, selfcert
+from trainop import kubeclient
+from trainop.kubeclient import ApiError
+from webhooks import certs, selfcert
 from webhooks.certs import KeyPair
-from webhooks.kubeclient import ApiError
 from webhooks.selfcert import CertKeeper, Material, Settings
 
 Json = dict[str, Any]

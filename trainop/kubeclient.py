@@ -1,4 +1,5 @@
-"""A minimal Kubernetes API client for the webhook server's own certificate: a few JSON calls over urllib.
+"""The one minimal Kubernetes API client of both servers: a few JSON calls over urllib. The hooks read and
+delete jobs and write Events with it (hooks.kubeapi); the webhook server keeps its certificate with it.
 
 Credentials come from the pod's ServiceAccount, or from the kubeconfig named by TRAINOP_KUBECONFIG
 when the server runs outside a cluster (tests, development). The ServiceAccount token is re-read for
@@ -25,8 +26,6 @@ import yaml
 Json = dict[str, Any]
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 KUBECONFIG_ENV = "TRAINOP_KUBECONFIG"
-# Shown in managedFields, so `kubectl get -o yaml --show-managed-fields` says who wrote caBundle.
-FIELD_MANAGER = "trainop-webhooks"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
 
@@ -45,6 +44,8 @@ class KubeClient:
     token: str | None = None
     token_file: Path | None = None
     timeout: float = 10.0
+    # Sent with every write, so managedFields say which server wrote a field; None sends none.
+    field_manager: str | None = None
 
     def get(self, path: str) -> Json | None:
         """The object at `path`, or None if it does not exist."""
@@ -59,8 +60,9 @@ class KubeClient:
         self, method: str, path: str, body: Json | None = None, content_type: str | None = None
     ) -> Json:
         url = self.server + path
-        if method != "GET":
-            url += ("&" if "?" in path else "?") + urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
+        if method != "GET" and self.field_manager:
+            query = urllib.parse.urlencode({"fieldManager": self.field_manager})
+            url += ("&" if "?" in path else "?") + query
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(url, data=data, method=method)
         request.add_header("Accept", "application/json")
