@@ -40,48 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hooks.app import create_app
 from hooks.settings import Settings
-from hooks.sync import sync
-from tests.builders import container, job, replica
-from tests.realistic import observed
+from tests.realistic import resync_request
 from tests.servers import serve
 
-Json = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def training_job(kind: str, replicas: int) -> Json:
-    """`replicas` pods in all: one Master (PyTorch) or Chief (TF), the rest Workers, with GPUs and env."""
-    name = {"PyTorchJob": "pytorch", "TFJob": "tensorflow"}[kind]
-    main = container(
-        name,
-        "registry.example/team/train:2026.01",
-        command=["python", "-m", "train"],
-        args=["--epochs", "90", "--batch-size", "256"],
-        env=[{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "DATA", "value": "/data/imagenet"}],
-        resources={"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"nvidia.com/gpu": "8"}},
-        volumeMounts=[{"name": "data", "mountPath": "/data"}],
-    )
-    spec = replica(kind, 1, [main])
-    spec["template"]["spec"]["volumes"] = [
-        {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}
-    ]
-    leader = "Master" if kind == "PyTorchJob" else "Chief"
-    types: dict[str, Any] = {leader: spec}
-    if replicas > 1:
-        types["Worker"] = {**spec, "replicas": replicas - 1}
-    out = job(kind, name="bench", namespace="team-a", **types)
-    out["metadata"]["uid"] = "6f1c2d7e-0000-4000-8000-000000000001"
-    return out
-
-
 def running_request(kind: str, replicas: int) -> bytes:
-    """Metacontroller's request for a resync of the job with every pod Running."""
-    parent = training_job(kind, replicas)
-    first = sync(parent, {}, Settings(), NOW)
-    running_parent = {**parent, "status": first.status}
-    second = sync(running_parent, observed(first.children, parent), Settings(), NOW)
-    body = {"parent": {**parent, "status": second.status}, "children": observed(first.children, parent)}
-    return orjson.dumps(body)
+    return resync_request(kind, replicas, NOW)
 
 
 def wsgi_call(app: Any, payload: bytes) -> bytes:
@@ -135,7 +101,7 @@ MAX_BENCH_REQUEST = 512 * 2**20
 
 def table(sizes: list[int], repeat: int) -> None:
     app = create_app(Settings(), clock=lambda: NOW)
-    # Measured past the server's default body limit (64 MiB) so that large TFJobs show their cost.
+    # Measured past the server's default body limit (128 MiB) so that large TFJobs show their cost.
     app.config["MAX_CONTENT_LENGTH"] = MAX_BENCH_REQUEST
     print(f"{'kind':11} {'replicas':>8} {'request MiB':>11} {'server p50':>10} {'server p99':>10} "
           f"{'floor p50':>9} {'floor p99':>9} {'p50 ratio':>9}")  # fmt: skip

@@ -21,7 +21,10 @@ from hooks.settings import Settings
 from hooks.sync import sync
 
 log = logging.getLogger("trainop.hooks")
-DEFAULT_MAX_BODY = 64 * 1024 * 1024
+# A resync of a 1000-replica TFJob is ~82 MiB: TF_CONFIG names every replica in every pod, and
+# Metacontroller's last-applied annotation repeats it (bench/README.md). One such sync costs a worker
+# ~250 MiB; the chart's 1536Mi pod limit holds a few at once. Larger TFJobs need TRAINOP_HOOK_MAX_BODY_BYTES.
+DEFAULT_MAX_BODY = 128 * 1024 * 1024
 # How soon to retry a TTL deletion that failed (e.g. the API was briefly unreachable).
 DELETE_RETRY_SECONDS = 5
 

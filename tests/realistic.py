@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import datetime
 from typing import Any
+
+import orjson
+
+from hooks.settings import Settings
+from hooks.sync import sync
+from tests.builders import container, job, replica
 
 Json = dict[str, Any]
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
@@ -243,3 +250,38 @@ def observed(desired: list[Json], owner: Json, phase: str = "Running") -> dict[s
             obj["metadata"] = _metadata(child, index, owner)
         out.setdefault(f"{obj['kind']}.{obj['apiVersion']}", {})[obj["metadata"]["name"]] = obj
     return out
+
+
+def training_job(kind: str, replicas: int) -> Json:
+    """`replicas` pods in all: one Master (PyTorch) or Chief (TF), the rest Workers, with GPUs and env."""
+    name = {"PyTorchJob": "pytorch", "TFJob": "tensorflow"}[kind]
+    main = container(
+        name,
+        "registry.example/team/train:2026.01",
+        command=["python", "-m", "train"],
+        args=["--epochs", "90", "--batch-size", "256"],
+        env=[{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "DATA", "value": "/data/imagenet"}],
+        resources={"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"nvidia.com/gpu": "8"}},
+        volumeMounts=[{"name": "data", "mountPath": "/data"}],
+    )
+    spec = replica(kind, 1, [main])
+    spec["template"]["spec"]["volumes"] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}
+    ]
+    leader = "Master" if kind == "PyTorchJob" else "Chief"
+    types: dict[str, Any] = {leader: spec}
+    if replicas > 1:
+        types["Worker"] = {**spec, "replicas": replicas - 1}
+    out = job(kind, name="bench", namespace="team-a", **types)
+    out["metadata"]["uid"] = "6f1c2d7e-0000-4000-8000-000000000001"
+    return out
+
+
+def resync_request(kind: str, replicas: int, now: datetime) -> bytes:
+    """Metacontroller's request for a resync of ``training_job`` with every pod Running."""
+    parent = training_job(kind, replicas)
+    first = sync(parent, {}, Settings(), now)
+    running_parent = {**parent, "status": first.status}
+    second = sync(running_parent, observed(first.children, parent), Settings(), now)
+    body = {"parent": {**parent, "status": second.status}, "children": observed(first.children, parent)}
+    return orjson.dumps(body)

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hooks.app import DELETE_RETRY_SECONDS, create_app
+from hooks.app import DEFAULT_MAX_BODY, DELETE_RETRY_SECONDS, create_app
 from hooks.settings import Settings
 from hooks.sync import sync
 from tests.builders import job, replica, with_run_policy, with_spec
 from tests.hooks.fakes import T0, Cluster, at, canonical, json_hygiene_problems
+from tests.realistic import resync_request
 
 Json = dict[str, Any]
 logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)
@@ -183,6 +184,31 @@ def test_sync_url_with_finalizing_true_finalizes():
     cluster = running_cluster(JOBS[5])
     body = post(client(), cluster.request(finalizing=True), "/sync").get_json()
     assert body["children"] == [] and body["finalized"] is False
+
+
+def test_the_default_body_limit_admits_the_resync_of_a_1000_replica_tfjob():
+    # Kubeflow runs TFJobs this large; their resync (every pod's TF_CONFIG names all 1000 replicas, twice
+    # with Metacontroller's last-applied annotation) is over the 64 MiB the limit once was.
+    payload = resync_request("TFJob", 1000, T0)
+    assert 64 * 2**20 < len(payload) < DEFAULT_MAX_BODY
+    res = (
+        create_app(Settings(), clock=Clock())
+        .test_client()
+        .post("/sync", data=payload, content_type="application/json")
+    )
+    assert res.status_code == 200, res.get_data()[:300]
+    assert len(res.get_json()["children"]) == 2000
+
+
+def test_a_body_over_the_limit_is_a_413_naming_the_limit(monkeypatch):
+    monkeypatch.setenv("TRAINOP_HOOK_MAX_BODY_BYTES", "1000")
+    res = (
+        create_app(Settings(), clock=Clock())
+        .test_client()
+        .post("/sync", data=b"{" + b" " * 2000 + b"}", content_type="application/json")
+    )
+    assert res.status_code == 413
+    assert res.get_json() == {"error": "request body over 1000 bytes"}
 
 
 def test_healthz():
