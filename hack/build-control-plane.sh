@@ -128,7 +128,7 @@ MC_CHART_DIR="$CACHE/charts"
 MC_VENDOR="${TRAINOP_METACONTROLLER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/shared/vendor/metacontroller-v$MC_VERSION}"
 
 build_metacontroller() {
-  if stamp_ok metacontroller "$MC_VERSION" metacontroller && [ -s "$MC_CRDS" ] \
+  if stamp_ok metacontroller "$MC_VERSION static" metacontroller && [ -s "$MC_CRDS" ] \
      && [ -f "$CACHE/metacontroller-chart-src/metacontroller/Chart.yaml" ]; then
     log "metacontroller v$MC_VERSION cached"; return 0
   fi
@@ -145,7 +145,9 @@ build_metacontroller() {
     git clone --quiet --depth 1 --branch "v$MC_VERSION" https://github.com/metacontroller/metacontroller "$w"
   fi
   cd "$w"
-  go build -mod=mod -trimpath -ldflags "-s -w" -o "$BIN/metacontroller.tmp" ./pkg/cmd/metacontroller
+  # Static, as upstream's release build (CGO_ENABLED=0): the same binary runs on this host and in the
+  # image hack/build-node.sh makes of it for the real node, whose root filesystem has no libc.
+  CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$BIN/metacontroller.tmp" ./pkg/cmd/metacontroller
   # Prove the binary runs before it takes the real name.
   "$BIN/metacontroller.tmp" --help >"$CACHE/.metacontroller-help.txt" 2>&1 || {
     cat "$CACHE/.metacontroller-help.txt"; return 1; }
@@ -160,7 +162,7 @@ build_metacontroller() {
   rm -rf "$CACHE/metacontroller-chart-src/metacontroller"
   cp -r deploy/helm/metacontroller "$CACHE/metacontroller-chart-src/metacontroller"
   mv "$BIN/metacontroller.tmp" "$BIN/metacontroller"
-  write_stamp metacontroller "$MC_VERSION"
+  write_stamp metacontroller "$MC_VERSION static"
 }
 
 package_metacontroller_chart() {

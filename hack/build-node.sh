@@ -11,6 +11,10 @@
 #     trainop-e2e/pause           the sandbox image: a static Go program that sleeps and reaps children
 #     trainop-e2e/toolbox         busybox (Debian's busybox-static) + kubectl: Kubeflow's kubectl-delivery
 #                                 init container for MPI launchers and the PyTorch DNS-wait init container
+#     metacontroller/metacontroller  upstream's image (ghcr.io/metacontroller/metacontroller:v<version>, the
+#                                 chart's default; the node's containerd resolves ghcr.io here too): the
+#                                 static binary hack/build-control-plane.sh built from the vendored source,
+#                                 uid/gid 65532 "nonroot", the host's CA bundle, as upstream's Dockerfile
 #   (the training images are added to the same layout by hack/build-training-images.sh)
 # and installs the Debian packages of the node: containerd, runc, the CNI plugins, iptables, conntrack.
 # Recipe and measurements: shared spec real-node/real-node.md. Stamps and logs work like in
@@ -53,6 +57,8 @@ stamp_ok() { # piece version files...
   local f
   for f in "$@"; do [ -s "$f" ] || return 1; done
 }
+# An image's stamp holds only if the layout still names it: index.json has other writers.
+in_layout() { "$PYTHON" "$HACK/lib/oci_layout.py" has --layout "$LAYOUT" "$1"; } # repository:tag
 
 # ---------------------------------------------------------------------------------------------
 install_debs() {
@@ -100,7 +106,7 @@ build_coredns() {
 
 # ---------------------------------------------------------------------------------------------
 build_pause() {
-  stamp_ok pause "$PAUSE_VERSION" "$LAYOUT/index.json" && { log "pause image cached"; return 0; }
+  stamp_ok pause "$PAUSE_VERSION" && in_layout "trainop-e2e/pause:$PAUSE_VERSION" && { log "pause image cached"; return 0; }
   clear_stamp pause
   # Registries are unreachable, so the sandbox image is built here: sleep until TERM/INT, reap children.
   local w="$SRC/pause"
@@ -144,7 +150,7 @@ build_toolbox() {
   local kubectl_version
   kubectl_version="$(cat "$BIN/.stamp-kubectl")"
   local want="$TOOLBOX_VERSION-kubectl$kubectl_version"
-  stamp_ok toolbox "$want" "$LAYOUT/index.json" && { log "toolbox image cached"; return 0; }
+  stamp_ok toolbox "$want" && in_layout "trainop-e2e/toolbox:$want" && { log "toolbox image cached"; return 0; }
   clear_stamp toolbox
   local w="$SRC/toolbox"
   rm -rf "$w" && mkdir -p "$w/deb" "$w/root/bin" "$w/root/usr/local/bin" "$w/root/tmp"
@@ -225,10 +231,43 @@ EOF
 }
 
 # ---------------------------------------------------------------------------------------------
+build_metacontroller_image() {
+  local built version digest
+  built="$(cat "$BIN/.stamp-metacontroller" 2>/dev/null || true)"
+  version="${built%% *}"
+  case "$built" in
+    *" static") ;;
+    *) echo "no static metacontroller in $BIN (stamp: '$built'): run hack/build-control-plane.sh" >&2; return 1 ;;
+  esac
+  digest="$(sha256sum "$BIN/metacontroller")"
+  local want="v$version ${digest:0:16}"
+  stamp_ok metacontroller-image "$want" && in_layout "metacontroller/metacontroller:v$version" && { log "metacontroller image cached"; return 0; }
+  clear_stamp metacontroller-image
+  # The image's root filesystem has no libc: a dynamically linked binary would not start in it.
+  if ldd "$BIN/metacontroller" >/dev/null 2>&1; then
+    echo "$BIN/metacontroller is dynamically linked" >&2; return 1
+  fi
+  local w="$SRC/metacontroller-image"
+  rm -rf "$w" && mkdir -p "$w/root/usr/bin" "$w/root/etc/ssl/certs" "$w/root/tmp"
+  cp "$BIN/metacontroller" "$w/root/usr/bin/metacontroller"
+  cp /etc/ssl/certs/ca-certificates.crt "$w/root/etc/ssl/certs/ca-certificates.crt"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \
+    >"$w/root/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$w/root/etc/group"
+  chmod 1777 "$w/root/tmp"
+  tar -C "$w/root" --owner=0 --group=0 --numeric-owner -cf "$w/layer.tar" .
+  "$PYTHON" "$HACK/lib/oci_layout.py" --layout "$LAYOUT" --ref "metacontroller/metacontroller:v$version" \
+    --cmd /usr/bin/metacontroller --user 65532:65532 "$w/layer.tar"
+  rm -rf "$w"
+  write_stamp metacontroller-image "$want"
+}
+
+# ---------------------------------------------------------------------------------------------
 [ -x "$BIN/kubectl" ] || { echo "no $BIN/kubectl: run hack/build-control-plane.sh first" >&2; exit 1; }
 run_piece node-debs install_debs
 run_piece pause build_pause
 run_piece toolbox build_toolbox
+run_piece metacontroller-image build_metacontroller_image
 run_piece coredns build_coredns
 run_piece node-k8s build_node_k8s
 print_summary "node build summary"

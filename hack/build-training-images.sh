@@ -54,12 +54,14 @@ for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/source
 done
 
 push() { # local-image layout-ref
-  buildah push --compression-format zstd --compression-level 1 "$1" "oci:$LAYOUT:$2"
+  # index.json is rewritten by each writer; hack/lib/oci_layout.py holds the same lock.
+  flock "$LAYOUT.lock" buildah push --compression-format zstd --compression-level 1 "$1" "oci:$LAYOUT:$2"
 }
+in_layout() { "${PYTHON:-python3}" "$REPO/hack/lib/oci_layout.py" has --layout "$LAYOUT" "$1"; }
 
 # ---------------------------------------------------------------------------------------------
 APP_TAG="${APP_REF##*:}"
-if [ "$(cat "$STAMPS/trainop" 2>/dev/null || true)" = "$APP_REF" ]; then
+if [ "$(cat "$STAMPS/trainop" 2>/dev/null || true)" = "$APP_REF" ] && in_layout "library/trainop:$APP_TAG"; then
   log "library/trainop:$APP_TAG in the layout"
 else
   push "$APP_REF" "library/trainop:$APP_TAG" >"$LOGS/push-trainop.log" 2>&1 \
@@ -78,7 +80,8 @@ for ex in "${examples[@]}"; do
              -print0 | sort -z | xargs -0 sha256sum; } | sha256sum)"
   hash="${hash:0:16}"
   ref="docker.io/trainop-examples/$ex:latest"
-  if [ "$(cat "$STAMPS/$ex" 2>/dev/null || true)" = "$hash" ] && podman image exists "$ref"; then
+  if [ "$(cat "$STAMPS/$ex" 2>/dev/null || true)" = "$hash" ] && podman image exists "$ref" \
+     && in_layout "trainop-examples/$ex:latest"; then
     log "$ref cached (inputs $hash)"
     continue
   fi

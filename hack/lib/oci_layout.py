@@ -10,22 +10,50 @@ reference is replaced.
 
     python3 oci_layout.py --layout DIR --ref trainop-e2e/pause:3.10 --entrypoint /pause rootfs.tar
     python3 oci_layout.py prune --layout DIR --drop-prefix library/trainop:src- --keep library/trainop:src-abc
+    python3 oci_layout.py tag --layout DIR library/trainop:src-abc library/trainop:0.1.0
+
+``tag`` gives an image of the layout a second reference, as ``docker tag`` then ``kind load`` would put a
+locally built image under the name a chart's default values ask for; ``has`` exits 0 when the layout
+names a reference (a build's stamp alone does not prove it: another writer may have replaced index.json).
+
+Every command holds ``<layout>.lock`` (flock) while it reads and rewrites index.json;
+hack/build-training-images.sh holds the same lock around ``buildah push``, the layout's other writer.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 REF_ANNOTATION = "org.opencontainers.image.ref.name"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+
+
+@contextlib.contextmanager
+def locked(layout: Path) -> Iterator[None]:
+    """Exclusive use of the layout's index.json (``<layout>.lock``, shared with the shell scripts)."""
+    layout.parent.mkdir(parents=True, exist_ok=True)
+    with open(layout.parent / f"{layout.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def names(layout: Path, ref: str) -> bool:
+    try:
+        index = json.loads((layout / "index.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return any((m.get("annotations") or {}).get(REF_ANNOTATION) == ref for m in index.get("manifests", []))
 
 
 def _sha256_file(path: Path) -> str:
@@ -65,6 +93,7 @@ def add_image(
     cmd: list[str] | None = None,
     env: list[str] | None = None,
     workdir: str | None = None,
+    user: str | None = None,
 ) -> str:
     """Store the image under ``ref`` in ``layout``; returns its manifest digest."""
     if not layers:
@@ -79,7 +108,7 @@ def add_image(
         # diff_ids equal the layer digests because the layers are not compressed.
         "rootfs": {"type": "layers", "diff_ids": [d["digest"] for d in layer_descs]},
     }
-    for key, value in (("Entrypoint", entrypoint), ("Cmd", cmd), ("WorkingDir", workdir)):
+    for key, value in (("Entrypoint", entrypoint), ("Cmd", cmd), ("WorkingDir", workdir), ("User", user)):
         if value:
             config["config"][key] = value
     config_desc = _put_blob(layout, json.dumps(config, sort_keys=True).encode())
@@ -90,6 +119,12 @@ def add_image(
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **d} for d in layer_descs],
     }
     manifest_desc = _put_blob(layout, json.dumps(manifest, sort_keys=True).encode())
+    _name(layout, ref, {"mediaType": MANIFEST_TYPE, **manifest_desc})
+    return str(manifest_desc["digest"])
+
+
+def _name(layout: Path, ref: str, descriptor: dict[str, Any]) -> None:
+    """Point ``ref`` at ``descriptor`` in index.json, replacing what it named before."""
     index_path = layout / "index.json"
     index: dict[str, Any] = (
         json.loads(index_path.read_text()) if index_path.exists() else {"schemaVersion": 2, "manifests": []}
@@ -97,12 +132,23 @@ def add_image(
     index["manifests"] = [
         m for m in index.get("manifests", []) if (m.get("annotations") or {}).get(REF_ANNOTATION) != ref
     ]
-    entry = {"mediaType": MANIFEST_TYPE, **manifest_desc, "annotations": {REF_ANNOTATION: ref}}
-    index["manifests"].append(entry)
+    index["manifests"].append({**descriptor, "annotations": {REF_ANNOTATION: ref}})
     tmp = index_path.with_name(f"index.json.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(index, indent=1))
     tmp.replace(index_path)
-    return str(manifest_desc["digest"])
+
+
+def tag(layout: Path, source: str, ref: str) -> str:
+    """Give the image named ``source`` the reference ``ref`` too; returns its manifest digest."""
+    index = json.loads((layout / "index.json").read_text())
+    found = [
+        m for m in index.get("manifests", []) if (m.get("annotations") or {}).get(REF_ANNOTATION) == source
+    ]
+    if not found:
+        raise KeyError(f"{source} is not in {layout}/index.json")
+    descriptor = {k: v for k, v in found[-1].items() if k != "annotations"}
+    _name(layout, ref, descriptor)
+    return str(descriptor["digest"])
 
 
 def prune(layout: Path, drop_prefix: str, keep: str, min_age: float = 600.0) -> list[str]:
@@ -134,6 +180,18 @@ def prune(layout: Path, drop_prefix: str, keep: str, min_age: float = 600.0) -> 
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["has"]:
+        checker = argparse.ArgumentParser(description="exit 0 when the layout names the reference")
+        checker.add_argument("--layout", required=True, type=Path)
+        checker.add_argument("ref")
+        opts = checker.parse_args(argv[1:])
+        return 0 if names(opts.layout, opts.ref) else 1
+    layout = Path(argv[argv.index("--layout") + 1]) if "--layout" in argv[:-1] else None
+    with locked(layout) if layout else contextlib.nullcontext():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["prune"]:
         pruner = argparse.ArgumentParser(description="drop old references of a repository and unused blobs")
         pruner.add_argument("--layout", required=True, type=Path)
@@ -145,6 +203,17 @@ def main(argv: list[str]) -> int:
         for ref in prune(opts.layout, opts.drop_prefix, opts.keep):
             print(f"dropped {ref}")
         return 0
+    if argv[:1] == ["tag"]:
+        tagger = argparse.ArgumentParser(description="give an image of the layout another reference")
+        tagger.add_argument("--layout", required=True, type=Path)
+        tagger.add_argument("source", help="an existing reference, e.g. library/trainop:src-abc")
+        tagger.add_argument("ref", help="the new reference, e.g. library/trainop:0.1.0")
+        opts = tagger.parse_args(argv[1:])
+        try:
+            print(f"{opts.ref} {tag(opts.layout, opts.source, opts.ref)}")
+        except (OSError, KeyError) as e:
+            tagger.error(str(e))
+        return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--layout", required=True, type=Path, help="OCI image layout directory")
     parser.add_argument("--ref", required=True, help="repository:tag, e.g. trainop-e2e/pause:3.10")
@@ -152,6 +221,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cmd", action="append", help="one argv element (repeat)")
     parser.add_argument("--env", action="append", help="KEY=VALUE (repeat); replaces the default PATH")
     parser.add_argument("--workdir")
+    parser.add_argument("--user", help="the image's USER, e.g. 65532:65532")
     parser.add_argument("layers", nargs="+", type=Path, help="uncompressed rootfs tarballs, bottom first")
     args = parser.parse_args(argv)
     missing = [str(p) for p in args.layers if not p.is_file()]
@@ -161,7 +231,7 @@ def main(argv: list[str]) -> int:
         parser.error(f"--ref {args.ref!r} needs a tag (repository:tag)")
     digest = add_image(
         args.layout, args.ref, args.layers, entrypoint=args.entrypoint, cmd=args.cmd, env=args.env,
-        workdir=args.workdir,
+        workdir=args.workdir, user=args.user,
     )  # fmt: skip
     print(f"{args.ref} {digest} -> {args.layout}")
     return 0
