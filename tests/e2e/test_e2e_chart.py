@@ -58,7 +58,7 @@ def release(cluster: ControlPlane, chart_dir: Path) -> Iterator[Release]:
 
 def _namespace(rel: Release, name: str) -> Namespace:
     rel.cp.create_namespace(name)
-    return Namespace(rel, name)  # type: ignore[arg-type]  # Release has the kubectl Namespace uses
+    return Namespace(rel, name)
 
 
 def _dry_run(rel: Release, obj: dict[str, Any]) -> Any:

@@ -30,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from controlplane import (
@@ -422,10 +422,18 @@ class TrainopStack:
         return "\n".join(parts)
 
 
+class Kubectl(Protocol):
+    """Whatever runs kubectl against the cluster: a stack, a control plane, a Helm release."""
+
+    def kubectl(
+        self, *args: str, input: str | None = ..., check: bool = ..., timeout: float = ...
+    ) -> subprocess.CompletedProcess[str]: ...
+
+
 class Namespace:
     """kubectl and waits scoped to one namespace of the e2e cluster."""
 
-    def __init__(self, stack: TrainopStack, name: str) -> None:
+    def __init__(self, stack: Kubectl, name: str) -> None:
         self.stack = stack
         self.name = name
 

@@ -7,50 +7,43 @@
 * ``training_images`` (session): the examples' images, hack/build-training-images.sh.
 * ``ns`` (function): a fresh ``node-<random>`` namespace, deleted afterwards without waiting.
 
+test_chart_in_cluster.py starts a node of its own (the chart installed in-cluster, nothing on the host);
+there is one node per machine, so its tests are ordered before every other test of this tier.
+
 Every test here is marked ``e2e_node``; failed tests get the component logs' tails in their report.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from controlplane import ControlPlaneError, default_bin_dir, tail
-from trainop_stack import REPO, Namespace, ensure_binaries
+from controlplane import ControlPlaneError
+from trainop_stack import Namespace
 
-from tests.e2e_node.realnode import NODE_BINARIES, RealNodeStack
+from tests.e2e_node.builds import build_node_pieces, build_training_images
+from tests.e2e_node.realnode import RealNodeStack
 
-NODE_BUILD = REPO / "hack" / "build-node.sh"
-IMAGES_BUILD = REPO / "hack" / "build-training-images.sh"
 _STACK: RealNodeStack | None = None
+# Modules that start a node of their own: they run before the session node of the other modules starts.
+OWN_NODE_MODULES = ("test_chart_in_cluster.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).resolve().parent
-    for item in items:
-        if here in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.e2e_node)
-
-
-def run_build(script: Path, log_dir: Path) -> None:
-    """Run a build script (idempotent, seconds when warm); raise with its log's tail if it fails."""
-    log_path = log_dir / f"{script.stem}.log"
-    with log_path.open("wb") as log:
-        res = subprocess.run(["bash", str(script)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    if res.returncode != 0:
-        raise ControlPlaneError(f"{script.name} exited {res.returncode}; log {log_path}:\n{tail(log_path)}")
-
-
-def build_node_pieces(log_dir: Path) -> None:
-    run_build(NODE_BUILD, log_dir)
-    missing = [b for b in NODE_BINARIES if not os.access(default_bin_dir() / b, os.X_OK)]
-    if missing:
-        raise ControlPlaneError(f"{missing} missing from {default_bin_dir()} after hack/build-node.sh")
+    mine = [i for i, item in enumerate(items) if here in Path(str(item.fspath)).resolve().parents]
+    for i in mine:
+        items[i].add_marker(pytest.mark.e2e_node)
+    # One node per machine: a module with its own node must finish before node_stack starts.
+    ordered = sorted(
+        (items[i] for i in mine), key=lambda item: Path(str(item.fspath)).name not in OWN_NODE_MODULES
+    )
+    for i, item in zip(mine, ordered, strict=True):
+        items[i] = item
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +53,6 @@ def node_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeSta
         pytest.fail("the real-node tier runs containerd and a kubelet: it needs root", pytrace=False)
     work = tmp_path_factory.mktemp("e2e_node")
     try:
-        ensure_binaries(default_bin_dir(), work / "build-control-plane.log")
         build_node_pieces(work)
     except ControlPlaneError as e:
         pytest.fail(f"real-node binaries or images unavailable: {e}", pytrace=False)
@@ -87,7 +79,7 @@ def training_images(node_stack: RealNodeStack) -> None:
     Built after the node is up: the registry serves images added while it runs.
     """
     try:
-        run_build(IMAGES_BUILD, node_stack.work_dir)
+        build_training_images(node_stack.work_dir)
     except ControlPlaneError as e:
         pytest.fail(f"training images unavailable: {e}", pytrace=False)
 

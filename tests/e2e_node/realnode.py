@@ -6,7 +6,8 @@ real-node/real-node.md has the recipe and its measurements).
 authorization, NodeRestriction, kubelet client certificate), KCM and the scheduler it starts
 
 * a pull-only registry on loopback serving ``$CACHE/images/oci`` (registry.py), the only host containerd
-  knows for ``docker.io`` (hack/build-node.sh and hack/build-training-images.sh fill that layout);
+  knows for ``docker.io`` and ``ghcr.io`` (hack/build-node.sh and hack/build-training-images.sh fill
+  that layout);
 * containerd with its own config, socket and state under ``/run/trainop-e2e-node`` and a persistent root
   under ``$CACHE/node/containerd`` (so image content survives between runs; containers never do);
 * CoreDNS on the bridge address, serving ``cluster.local`` from the API and nothing else;
@@ -65,6 +66,11 @@ CLUSTER_DOMAIN = "cluster.local"
 RUN_ROOT = Path("/run/trainop-e2e-node")
 LOCK_PATH = Path("/run/trainop-e2e-node.lock")
 NODE_BINARIES = ("kubelet", "kube-proxy", "coredns")
+# The registries whose images containerd pulls from the loopback registry (and from nowhere else): the
+# examples' and the project's images are docker.io's, Metacontroller's (the chart's default) ghcr.io's.
+REGISTRY_HOSTS = ("docker.io", "ghcr.io")
+# Run by this module, and by the kubelet and kube-proxy, which inherit its PATH.
+HOST_TOOLS = ("containerd", "ctr", "runc", "iptables", "ip6tables", "ip", "conntrack", "umount")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARTITION_COMMENT = "trainop-e2e partition"
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"}
@@ -185,6 +191,12 @@ class NodeControlPlane(ControlPlane):
         if metacontroller:
             crds = [*crds, self.metacontroller_crds()]
         self._t0 = time.monotonic()
+        missing = [tool for tool in HOST_TOOLS if not shutil.which(tool)]
+        if missing:
+            raise ControlPlaneError(
+                f"{missing} not on PATH ({os.environ.get('PATH')}): hack/build-node.sh installs them "
+                "(iptables is in /usr/sbin, which hack/test.sh adds to PATH)"
+            )
         try:
             self.acquire_lock()
             self.sweep_host()
@@ -276,6 +288,10 @@ class NodeControlPlane(ControlPlane):
         _run("ip", "link", "add", BRIDGE, "type", "bridge")
         _run("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
         _run("ip", "link", "set", BRIDGE, "up")
+        # The host's own connections to ClusterIPs (the apiserver calling a webhook Service) leave from the
+        # bridge address, which pods can answer; by the default route they would come from an address
+        # pods have no route back to. The route goes away with the bridge.
+        _run("ip", "route", "add", SERVICE_CIDR, "dev", BRIDGE, "src", GATEWAY)
 
     # ------------------------------------------------------------------ components
     def start_with_ulimits(self, name: str, argv: Sequence[str | os.PathLike[str]]) -> ManagedProcess:
@@ -289,13 +305,14 @@ class NodeControlPlane(ControlPlane):
         return proc
 
     def containerd_config(self) -> Path:
-        hosts = self.work_dir / "registry-hosts" / "docker.io"
-        hosts.mkdir(parents=True, exist_ok=True)
-        # `server` replaces docker.io's upstream: a missing image fails here instead of going elsewhere.
-        (hosts / "hosts.toml").write_text(
-            f'server = "http://{self.registry}"\n\n'
-            f'[host."http://{self.registry}"]\n  capabilities = ["pull", "resolve"]\n'
-        )
+        hosts = self.work_dir / "registry-hosts"
+        # `server` replaces each upstream: a missing image fails here instead of going elsewhere.
+        for upstream in REGISTRY_HOSTS:
+            (hosts / upstream).mkdir(parents=True, exist_ok=True)
+            (hosts / upstream / "hosts.toml").write_text(
+                f'server = "http://{self.registry}"\n\n'
+                f'[host."http://{self.registry}"]\n  capabilities = ["pull", "resolve"]\n'
+            )
         cni = self.work_dir / "cni"
         cni.mkdir(exist_ok=True)
         conflist = {
@@ -354,7 +371,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         SystemdCgroup = false
         BinaryName = "{shutil.which("runc") or "/usr/sbin/runc"}"
   [{cri}.registry]
-    config_path = "{hosts.parent}"
+    config_path = "{hosts}"
 """
         path = self.work_dir / "containerd.toml"
         path.write_text(config)

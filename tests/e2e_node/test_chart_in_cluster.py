@@ -1,0 +1,356 @@
+"""The chart in-cluster on the real node: `helm install` with default values, every server a pod.
+
+The project's image (hack/build-image.sh, from this work tree) and Metacontroller's (hack/build-node.sh,
+from the vendored source) are served to the node under the chart's default names (incluster.py). After
+`helm install trainop charts/trainop -n trainop-system --create-namespace --wait`, exactly as the README
+says, the apiserver calls the webhooks through their Service with the certificate the webhook server
+made itself, Metacontroller (a pod of the release) calls the hooks through theirs, and the TensorFlow
+example trains. Nothing of the trainop stack runs on the host in this module: it starts a node of its own
+(before the session node of the other modules, conftest.py orders it first).
+
+The pod network's bridge plugin does not enforce NetworkPolicy; what is proven here is that the chart's
+policies select the pods the release really runs, so a cluster that enforces them lets Metacontroller
+in and nobody else.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import socket
+import ssl
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chart import packaged_chart
+from controlplane import ControlPlaneError, default_bin_dir
+from trainop_stack import EXAMPLES, Namespace
+
+from tests.builders import job
+from tests.e2e_node.builds import build_node_pieces, build_training_images
+from tests.e2e_node.incluster import ChartImages, InClusterRelease, load_chart_images
+from tests.e2e_node.realnode import NODE_NAME, NodeControlPlane
+from tests.image.conftest import PACKAGES, work_tree_hashes
+from tests.image.test_image import INSTALLED_HASHES
+
+RELEASE, NAMESPACE = "trainop", "trainop-system"
+SERVERS = ("hooks", "webhooks")
+COMPONENTS = (*SERVERS, "metacontroller")
+REPLICAS = {"hooks": 2, "webhooks": 2, "metacontroller": 1}
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeControlPlane]:
+    if os.geteuid() != 0:
+        pytest.fail("the real-node tier runs containerd and a kubelet: it needs root", pytrace=False)
+    work = tmp_path_factory.mktemp("chart_in_cluster")
+    try:
+        build_node_pieces(work)
+        build_training_images(work)
+    except ControlPlaneError as e:
+        pytest.fail(f"real-node binaries or images unavailable: {e}", pytrace=False)
+    cluster = NodeControlPlane(default_bin_dir(), work / "cluster")
+    try:
+        cluster.start()
+    except ControlPlaneError as e:
+        pytest.fail(f"the real node did not start: {e}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        leftovers = cluster.leftovers()
+        if leftovers:  # pragma: no cover - teardown bug
+            raise AssertionError(f"real-node teardown left: {leftovers}")
+
+
+@pytest.fixture(scope="module")
+def chart(node: NodeControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return packaged_chart(tmp_path_factory.mktemp("chart"))
+
+
+@pytest.fixture(scope="module")
+def images(node: NodeControlPlane, chart: Path) -> tuple[ChartImages, dict[str, str]]:
+    """The chart's images, and this work tree's sources as they were when its image was named."""
+    sources = work_tree_hashes()
+    return load_chart_images(node, chart), sources
+
+
+@pytest.fixture(scope="module")
+def release(
+    node: NodeControlPlane, chart: Path, images: tuple[ChartImages, dict[str, str]]
+) -> Iterator[InClusterRelease]:
+    rel = InClusterRelease(node, chart, RELEASE, NAMESPACE)
+    try:
+        rel.install()
+    except ControlPlaneError as e:
+        pods = node.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        events = node.kubectl(
+            "get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp", check=False
+        ).stdout
+        pytest.fail(f"{e}\n{pods}\n{events[-6000:]}", pytrace=False)
+    yield rel
+    if rel.helm("status", RELEASE, "-n", NAMESPACE, check=False).returncode == 0:
+        node.kubectl("delete", "kubeflow", "--all", "-A", "--wait=true", check=False, timeout=180)
+        rel.uninstall()
+
+
+@pytest.fixture
+def ns(node: NodeControlPlane) -> Iterator[Namespace]:
+    name = f"chart-{uuid.uuid4().hex[:8]}"
+    node.create_namespace(name)
+    yield Namespace(node, name)
+    node.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def container_pid(node: NodeControlPlane, pod: Mapping[str, Any]) -> int:
+    """Host PID of the pod's (only) container, from containerd's task list."""
+    (status,) = pod["status"]["containerStatuses"]
+    container_id = status["containerID"].removeprefix("containerd://")
+    for line in node.ctr("tasks", "ls").stdout.splitlines()[1:]:
+        task, pid, state = line.split()[:3]
+        if task == container_id and state == "RUNNING":
+            return int(pid)
+    raise AssertionError(f"no running task for {pod['metadata']['name']} ({container_id})")
+
+
+def root_mount_options(pid: int) -> set[str]:
+    """Mount options of the process's root filesystem, as its own mount namespace sees it."""
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == "/":
+            return set(fields[5].split(","))
+    raise AssertionError(f"process {pid} has no root mount")
+
+
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels and matchExpressions) against labels."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def peer_admits(
+    peer: Mapping[str, Any], policy_ns: str, pod: Mapping[str, Any], ns_labels: dict[str, str]
+) -> bool:
+    """Whether a NetworkPolicy ``from`` peer selects ``pod`` (ipBlock peers select no pod by identity)."""
+    if "ipBlock" in peer:
+        return False
+    meta = pod["metadata"]
+    if "namespaceSelector" in peer:
+        if not selector_matches(peer["namespaceSelector"], ns_labels):
+            return False
+    elif meta["namespace"] != policy_ns:
+        return False
+    return "podSelector" not in peer or selector_matches(peer["podSelector"], meta.get("labels") or {})
+
+
+# --------------------------------------------------------------------------------------------- install
+
+
+def test_default_install_runs_every_server_ready_on_the_real_node(
+    release: InClusterRelease, node: NodeControlPlane
+) -> None:
+    expected = []
+    for component in COMPONENTS:
+        pods = release.component_pods(component)
+        assert len(pods) == REPLICAS[component], [p["metadata"]["name"] for p in pods]
+        for pod in pods:
+            assert pod["spec"]["nodeName"] == NODE_NAME
+            assert all(s["ready"] for s in pod["status"]["containerStatuses"]), pod["status"]
+            expected += [f"{pod['metadata']['name']}/{c['name']}" for c in pod["spec"]["containers"]]
+    # Real containers in containerd, one per pod: nothing of the release runs on the host.
+    assert node.running_containers(NAMESPACE) == sorted(expected)
+
+
+def test_the_servers_run_the_image_built_from_this_work_tree(
+    release: InClusterRelease, images: tuple[ChartImages, dict[str, str]]
+) -> None:
+    chart_images, sources = images
+    for component in SERVERS:
+        for pod in release.component_pods(component):
+            (status,) = pod["status"]["containerStatuses"]
+            assert status["image"] == chart_images.project.reference
+            assert status["imageID"] == f"{chart_images.project.repository}@{chart_images.project.digest}"
+            script = INSTALLED_HASHES % (PACKAGES,)
+            out = release.kubectl("exec", "-n", NAMESPACE, pod["metadata"]["name"], "--",
+                                  "python", "-I", "-c", script).stdout  # fmt: skip
+            assert json.loads(out) == sources, f"{pod['metadata']['name']} runs other code than the work tree"
+
+
+def test_metacontroller_runs_the_image_of_the_binary_built_from_the_vendored_source(
+    release: InClusterRelease, node: NodeControlPlane, images: tuple[ChartImages, dict[str, str]]
+) -> None:
+    chart_images, _ = images
+    (pod,) = release.component_pods("metacontroller")
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["image"] == chart_images.metacontroller.reference
+    assert (
+        status["imageID"] == f"{chart_images.metacontroller.repository}@{chart_images.metacontroller.digest}"
+    )
+    running = Path(f"/proc/{container_pid(node, pod)}/exe").read_bytes()
+    built = (default_bin_dir() / "metacontroller").read_bytes()
+    assert hashlib.sha256(running).hexdigest() == hashlib.sha256(built).hexdigest()
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_every_server_runs_as_uid_65532_on_a_read_only_root_filesystem(
+    release: InClusterRelease, node: NodeControlPlane, component: str
+) -> None:
+    for pod in release.component_pods(component):
+        pid = container_pid(node, pod)
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        assert fields["Uid"].split() == ["65532"] * 4, fields["Uid"]
+        assert fields["Gid"].split()[0] == "65532", fields["Gid"]
+        assert fields["CapEff"].strip() == "0000000000000000", fields["CapEff"]
+        assert fields["NoNewPrivs"].strip() == "1"
+        assert "ro" in root_mount_options(pid)
+
+
+# --------------------------------------------------------------------------------------------- webhooks
+
+
+def webhook_ca(node: NodeControlPlane) -> bytes:
+    secret = node.get_json(f"secret/{RELEASE}-webhook-cert", "-n", NAMESPACE)
+    return base64.b64decode(secret["data"]["ca.crt"])
+
+
+def test_the_webhook_configurations_call_the_service_with_the_ca_the_server_made(
+    node: NodeControlPlane,
+) -> None:
+    ca = webhook_ca(node)
+    for kind, op in (
+        ("mutatingwebhookconfiguration", "mutate"),
+        ("validatingwebhookconfiguration", "validate"),
+    ):
+        for hook in node.get_json(f"{kind}/{RELEASE}-{op}")["webhooks"]:
+            client = hook["clientConfig"]
+            assert "url" not in client
+            assert client["service"]["name"] == f"{RELEASE}-webhooks"
+            assert client["service"]["namespace"] == NAMESPACE
+            assert base64.b64decode(client["caBundle"]) == ca
+
+
+def test_the_webhook_service_serves_a_certificate_valid_for_its_dns_name(
+    release: InClusterRelease, node: NodeControlPlane
+) -> None:
+    # What the apiserver does: connect to the Service's ClusterIP (kube-proxy's DNAT to a pod), verify
+    # against caBundle with the name <service>.<namespace>.svc.
+    service = node.get_json(f"service/{RELEASE}-webhooks", "-n", NAMESPACE)
+    context = ssl.create_default_context(cadata=webhook_ca(node).decode())
+    host = f"{RELEASE}-webhooks.{NAMESPACE}.svc"
+    with (
+        socket.create_connection((service["spec"]["clusterIP"], 443), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        tls.sendall(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        reply = b""
+        while chunk := tls.recv(4096):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+
+
+def test_the_apiserver_rejects_a_bad_job_through_the_in_cluster_webhooks(
+    release: InClusterRelease, ns: Namespace
+) -> None:
+    bad = job("PyTorchJob", name="two-masters", namespace=ns.name, Master=2)
+    res = ns.create(bad, check=False)
+    assert res.returncode != 0
+    assert "Master must have exactly 1 replica" in res.stderr, res.stderr
+    validated = [r for r in release.log_records("webhooks") if r.get("path") == "/validate"]
+    assert {"namespace": ns.name, "name": "two-masters", "allowed": False} in [
+        {k: r.get(k) for k in ("namespace", "name", "allowed")} for r in validated
+    ], validated
+
+
+def test_the_webhook_certificate_survives_a_webhook_pod_restart(
+    release: InClusterRelease, node: NodeControlPlane, ns: Namespace
+) -> None:
+    ca = webhook_ca(node)
+    before = {p["metadata"]["name"] for p in release.component_pods("webhooks")}
+    node.kubectl("delete", "pods", "-n", NAMESPACE, *sorted(before), "--wait=true", timeout=120)
+    node.kubectl("rollout", "status", f"deployment/{RELEASE}-webhooks", "-n", NAMESPACE, "--timeout=120s",
+                 timeout=150)  # fmt: skip
+    after = {p["metadata"]["name"] for p in release.component_pods("webhooks")}
+    assert not before & after
+    assert webhook_ca(node) == ca
+    res = ns.create(job("PyTorchJob", name="after-restart", namespace=ns.name, Master=2), check=False)
+    assert "Master must have exactly 1 replica" in res.stderr, res.stderr
+
+
+# --------------------------------------------------------------------------------------------- hooks
+
+
+def test_metacontroller_calls_the_hooks_service_and_the_tensorflow_example_trains(
+    release: InClusterRelease, node: NodeControlPlane, ns: Namespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    selector = f"app.kubernetes.io/instance={RELEASE}"
+    controllers: list[dict[str, Any]] = node.get_json("compositecontrollers", "-l", selector)["items"]
+    assert len(controllers) == 7
+    # The Service by its DNS name, resolved by CoreDNS from Metacontroller's pod.
+    assert {cc["spec"]["hooks"]["sync"]["webhook"]["url"] for cc in controllers} == {
+        f"http://{RELEASE}-hooks.{NAMESPACE}/sync"
+    }
+    (path,) = sorted((EXAMPLES / "tensorflow").glob("*.yaml"))
+    ns.kubectl("apply", "-f", str(path))
+    ns.wait_for("tfjobs/tf-rendezvous", "Succeeded", timeout=300)
+    logs = ns.kubectl("logs", "tf-rendezvous-worker-0").stdout
+    match = re.search(r"worker:0 heard from ps:0, worker:1", logs)
+    assert match, logs
+    with capsys.disabled():
+        print(f"\n[chart in-cluster] kubectl logs tf-rendezvous-worker-0: {match.group(0)}")
+    synced = [r for r in release.log_records("hooks") if r.get("namespace") == ns.name]
+    assert synced and {(r["path"], r["kind"], r["name"]) for r in synced} == {
+        ("/sync", "TFJob", "tf-rendezvous")
+    }
+
+
+def test_the_hooks_network_policy_admits_the_bundled_metacontroller_and_no_other_pod(
+    release: InClusterRelease, node: NodeControlPlane
+) -> None:
+    policy = node.get_json(f"networkpolicy/{RELEASE}-hooks", "-n", NAMESPACE)["spec"]
+    for pod in release.component_pods("hooks"):
+        assert selector_matches(policy["podSelector"], pod["metadata"]["labels"])
+    (rule,) = [r for r in policy["ingress"] if any(p["port"] == "http" for p in r.get("ports", []))]
+    ns_labels = node.get_json(f"namespace/{NAMESPACE}")["metadata"]["labels"]
+
+    def admitted(pod: Mapping[str, Any]) -> bool:
+        return any(peer_admits(peer, NAMESPACE, pod, ns_labels) for peer in rule["from"])
+
+    (metacontroller,) = release.component_pods("metacontroller")
+    assert admitted(metacontroller), metacontroller["metadata"]["labels"]
+    for other in [*release.component_pods("webhooks"), *release.component_pods("hooks")]:
+        assert not admitted(other), other["metadata"]["name"]
+
+
+# --------------------------------------------------------------------------------------------- uninstall
+
+
+def test_uninstall_after_deleting_the_jobs_stops_every_container(
+    release: InClusterRelease, node: NodeControlPlane
+) -> None:
+    node.kubectl("delete", "kubeflow", "--all", "-A", "--wait=true", timeout=180)
+    release.uninstall()
+
+    def left() -> list[str]:
+        selector = f"app.kubernetes.io/instance={RELEASE}"
+        return node.kubectl("get", "all", "-A", "-l", selector, "-o", "name").stdout.split()
+
+    # The pods go once the kubelet has stopped their containers (gunicorn's graceful shutdown).
+    node.wait_until("no object of the release", lambda: not left(), timeout=120)
+    assert node.running_containers(NAMESPACE) == []
