@@ -1,4 +1,4 @@
-"""The stand-in for the apiserver and kubelet: applies the hook's desired children, reports them as observed.
+"""`trainop run`'s apiserver and kubelet: applies the hook's desired children, reports them as observed.
 
 Pods become `LocalPod`s; every other child (Services, ConfigMaps, RBAC, PodGroups) is stored as the
 apiserver would store it, and ConfigMaps are also written out so that pods can mount them.
