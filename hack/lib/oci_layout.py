@@ -16,7 +16,7 @@ reference is replaced.
 locally built image under the name a chart's default values ask for; ``has`` exits 0 when the layout
 names a reference (a build's stamp alone does not prove it: another writer may have replaced index.json).
 
-Every command holds ``<layout>.lock`` (flock) while it reads and rewrites index.json;
+Every change to index.json holds ``<layout>.lock`` (flock) from reading it to writing it back;
 hack/build-training-images.sh holds the same lock around ``buildah push``, the layout's other writer.
 """
 
@@ -39,13 +39,25 @@ REF_ANNOTATION = "org.opencontainers.image.ref.name"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 
 
+def _ref(entry: dict[str, Any]) -> str:
+    return str((entry.get("annotations") or {}).get(REF_ANNOTATION, ""))
+
+
 @contextlib.contextmanager
-def locked(layout: Path) -> Iterator[None]:
-    """Exclusive use of the layout's index.json (``<layout>.lock``, shared with the shell scripts)."""
-    layout.parent.mkdir(parents=True, exist_ok=True)
-    with open(layout.parent / f"{layout.name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
+def _index(layout: Path) -> Iterator[dict[str, Any]]:
+    """index.json for reading and changing, under ``<layout>.lock`` (the lock the shell scripts' pushes
+    hold); written back atomically when the block ends without an error."""
+    layout.mkdir(parents=True, exist_ok=True)
+    index_path = layout / "index.json"
+    with open(layout.parent / f"{layout.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        empty = {"schemaVersion": 2, "manifests": []}
+        index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.exists() else empty
+        index.setdefault("manifests", [])
+        yield index
+        tmp = index_path.with_name(f"index.json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(index, indent=1))
+        tmp.replace(index_path)
 
 
 def names(layout: Path, ref: str) -> bool:
@@ -53,7 +65,13 @@ def names(layout: Path, ref: str) -> bool:
         index = json.loads((layout / "index.json").read_text())
     except (OSError, ValueError):
         return False
-    return any((m.get("annotations") or {}).get(REF_ANNOTATION) == ref for m in index.get("manifests", []))
+    return any(_ref(m) == ref for m in index.get("manifests", []))
+
+
+def _point(index: dict[str, Any], ref: str, descriptor: dict[str, Any]) -> None:
+    """Point ``ref`` at ``descriptor``, replacing what it named before."""
+    index["manifests"] = [m for m in index["manifests"] if _ref(m) != ref]
+    index["manifests"].append({**descriptor, "annotations": {REF_ANNOTATION: ref}})
 
 
 def _sha256_file(path: Path) -> str:
@@ -119,35 +137,19 @@ def add_image(
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **d} for d in layer_descs],
     }
     manifest_desc = _put_blob(layout, json.dumps(manifest, sort_keys=True).encode())
-    _name(layout, ref, {"mediaType": MANIFEST_TYPE, **manifest_desc})
+    with _index(layout) as index:
+        _point(index, ref, {"mediaType": MANIFEST_TYPE, **manifest_desc})
     return str(manifest_desc["digest"])
-
-
-def _name(layout: Path, ref: str, descriptor: dict[str, Any]) -> None:
-    """Point ``ref`` at ``descriptor`` in index.json, replacing what it named before."""
-    index_path = layout / "index.json"
-    index: dict[str, Any] = (
-        json.loads(index_path.read_text()) if index_path.exists() else {"schemaVersion": 2, "manifests": []}
-    )
-    index["manifests"] = [
-        m for m in index.get("manifests", []) if (m.get("annotations") or {}).get(REF_ANNOTATION) != ref
-    ]
-    index["manifests"].append({**descriptor, "annotations": {REF_ANNOTATION: ref}})
-    tmp = index_path.with_name(f"index.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(index, indent=1))
-    tmp.replace(index_path)
 
 
 def tag(layout: Path, source: str, ref: str) -> str:
     """Give the image named ``source`` the reference ``ref`` too; returns its manifest digest."""
-    index = json.loads((layout / "index.json").read_text())
-    found = [
-        m for m in index.get("manifests", []) if (m.get("annotations") or {}).get(REF_ANNOTATION) == source
-    ]
-    if not found:
-        raise KeyError(f"{source} is not in {layout}/index.json")
-    descriptor = {k: v for k, v in found[-1].items() if k != "annotations"}
-    _name(layout, ref, descriptor)
+    with _index(layout) as index:
+        found = [m for m in index["manifests"] if _ref(m) == source]
+        if not found:
+            raise KeyError(f"{source} is not in {layout}/index.json")
+        descriptor = {k: v for k, v in found[-1].items() if k != "annotations"}
+        _point(index, ref, descriptor)
     return str(descriptor["digest"])
 
 
@@ -155,17 +157,12 @@ def prune(layout: Path, drop_prefix: str, keep: str, min_age: float = 600.0) -> 
     """Drop every reference starting with ``drop_prefix`` except ``keep``, then every blob no manifest of
     the index needs. Blobs younger than ``min_age`` seconds stay: a push may be writing them before it
     names them in the index. Returns the dropped references."""
-    index_path = layout / "index.json"
-    index = json.loads(index_path.read_text())
     kept: list[dict[str, Any]] = []
     dropped: list[dict[str, Any]] = []
-    for m in index.get("manifests", []):
-        ref = (m.get("annotations") or {}).get(REF_ANNOTATION, "")
-        (dropped if ref.startswith(drop_prefix) and ref != keep else kept).append(m)
-    index["manifests"] = kept
-    tmp = index_path.with_name(f"index.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(index, indent=1))
-    tmp.replace(index_path)
+    with _index(layout) as index:
+        for m in index["manifests"]:
+            (dropped if _ref(m).startswith(drop_prefix) and _ref(m) != keep else kept).append(m)
+        index["manifests"] = kept
     blobs = layout / "blobs" / "sha256"
     needed = set()
     for m in kept:
@@ -176,7 +173,7 @@ def prune(layout: Path, drop_prefix: str, keep: str, min_age: float = 600.0) -> 
     for blob in blobs.iterdir():
         if blob.name not in needed and now - blob.stat().st_mtime > min_age:
             blob.unlink()
-    return [str(m["annotations"][REF_ANNOTATION]) for m in dropped]
+    return [_ref(m) for m in dropped]
 
 
 def main(argv: list[str]) -> int:
@@ -186,12 +183,6 @@ def main(argv: list[str]) -> int:
         checker.add_argument("ref")
         opts = checker.parse_args(argv[1:])
         return 0 if names(opts.layout, opts.ref) else 1
-    layout = Path(argv[argv.index("--layout") + 1]) if "--layout" in argv[:-1] else None
-    with locked(layout) if layout else contextlib.nullcontext():
-        return _main(argv)
-
-
-def _main(argv: list[str]) -> int:
     if argv[:1] == ["prune"]:
         pruner = argparse.ArgumentParser(description="drop old references of a repository and unused blobs")
         pruner.add_argument("--layout", required=True, type=Path)
