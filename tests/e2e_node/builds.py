@@ -1,15 +1,20 @@
-"""The build scripts the real-node tier needs, run from its fixtures (seconds when the cache is warm)."""
+"""What the real-node fixtures share: the build scripts (seconds when the cache is warm), and bringing a
+node up and down with the checks every run needs (root; ``pytest.fail``, never skip; nothing left behind)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
+import pytest
 from controlplane import ControlPlaneError, default_bin_dir, tail
 from trainop_stack import REPO, ensure_binaries
 
-from tests.e2e_node.realnode import NODE_BINARIES
+from tests.e2e_node.realnode import NODE_BINARIES, NodeControlPlane
 
 NODE_BUILD = REPO / "hack" / "build-node.sh"
 IMAGES_BUILD = REPO / "hack" / "build-training-images.sh"
@@ -36,3 +41,37 @@ def build_node_pieces(log_dir: Path) -> None:
 def build_training_images(log_dir: Path) -> None:
     """The examples' images and the project's, in the layout the tier's registry serves."""
     run_build(IMAGES_BUILD, log_dir)
+
+
+def prepare(work: Path, *, training_images: bool = False) -> None:
+    """Fail the test run unless this is root and every piece a node needs is built."""
+    if os.geteuid() != 0:
+        pytest.fail("the real-node tier runs containerd and a kubelet: it needs root", pytrace=False)
+    try:
+        build_node_pieces(work)
+        if training_images:
+            build_training_images(work)
+    except ControlPlaneError as e:
+        pytest.fail(f"real-node binaries or images unavailable: {e}", pytrace=False)
+
+
+class Startable(Protocol):
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+
+
+@contextlib.contextmanager
+def running(thing: Startable, node: NodeControlPlane) -> Iterator[None]:
+    """``thing`` (the node, or a stack on it) started for the block, then stopped; the run fails if the
+    node's teardown left anything on the machine."""
+    try:
+        thing.start()
+    except ControlPlaneError as e:
+        pytest.fail(f"the real node did not start: {e}", pytrace=False)
+    try:
+        yield
+    finally:
+        thing.stop()
+        leftovers = node.leftovers()
+        if leftovers:  # pragma: no cover - teardown bug
+            raise AssertionError(f"real-node teardown left: {leftovers}")

@@ -25,7 +25,7 @@ import pytest
 from controlplane import ControlPlaneError
 from trainop_stack import Namespace
 
-from tests.e2e_node.builds import build_node_pieces, build_training_images
+from tests.e2e_node.builds import build_training_images, prepare, running
 from tests.e2e_node.realnode import RealNodeStack
 
 _STACK: RealNodeStack | None = None
@@ -49,27 +49,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def node_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNodeStack]:
     global _STACK
-    if os.geteuid() != 0:
-        pytest.fail("the real-node tier runs containerd and a kubelet: it needs root", pytrace=False)
     work = tmp_path_factory.mktemp("e2e_node")
-    try:
-        build_node_pieces(work)
-    except ControlPlaneError as e:
-        pytest.fail(f"real-node binaries or images unavailable: {e}", pytrace=False)
+    prepare(work)
     stack = RealNodeStack(work / "stack")
-    try:
-        stack.start()
-    except ControlPlaneError as e:
-        pytest.fail(f"the real-node stack did not start: {e}", pytrace=False)
-    _STACK = stack
-    try:
-        yield stack
-    finally:
-        _STACK = None
-        stack.stop()
-        leftovers = stack.node.leftovers()
-        if leftovers:  # pragma: no cover - teardown bug
-            raise AssertionError(f"real-node teardown left: {leftovers}")
+    with running(stack, stack.node):
+        _STACK = stack
+        try:
+            yield stack
+        finally:
+            _STACK = None
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 import socket
 import ssl
@@ -33,7 +32,7 @@ from controlplane import ControlPlaneError, default_bin_dir
 from trainop_stack import EXAMPLES, Namespace
 
 from tests.builders import job
-from tests.e2e_node.builds import build_node_pieces, build_training_images
+from tests.e2e_node.builds import prepare, running
 from tests.e2e_node.incluster import ChartImages, InClusterRelease, load_chart_images
 from tests.e2e_node.realnode import NODE_NAME, NodeControlPlane
 from tests.image.conftest import PACKAGES, work_tree_hashes
@@ -47,26 +46,11 @@ REPLICAS = {"hooks": 2, "webhooks": 2, "metacontroller": 1}
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeControlPlane]:
-    if os.geteuid() != 0:
-        pytest.fail("the real-node tier runs containerd and a kubelet: it needs root", pytrace=False)
     work = tmp_path_factory.mktemp("chart_in_cluster")
-    try:
-        build_node_pieces(work)
-        build_training_images(work)
-    except ControlPlaneError as e:
-        pytest.fail(f"real-node binaries or images unavailable: {e}", pytrace=False)
+    prepare(work, training_images=True)
     cluster = NodeControlPlane(default_bin_dir(), work / "cluster")
-    try:
-        cluster.start()
-    except ControlPlaneError as e:
-        pytest.fail(f"the real node did not start: {e}", pytrace=False)
-    try:
+    with running(cluster, cluster):
         yield cluster
-    finally:
-        cluster.stop()
-        leftovers = cluster.leftovers()
-        if leftovers:  # pragma: no cover - teardown bug
-            raise AssertionError(f"real-node teardown left: {leftovers}")
 
 
 @pytest.fixture(scope="module")
