@@ -3,10 +3,8 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
-COPY api api
 COPY hooks hooks
 COPY webhooks webhooks
-COPY local local
 COPY trainop trainop
 RUN pip install --no-cache-dir . && useradd --uid 65532 --no-create-home trainop
 USER 65532

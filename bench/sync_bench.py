@@ -24,8 +24,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hooks.app import create_app
-from hooks.settings import Settings
 from tests.builders import container, job, replica
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

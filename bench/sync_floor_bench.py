@@ -39,9 +39,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hooks.app import create_app
-from hooks.settings import Settings
 from tests.realistic import resync_request
 from tests.servers import serve
+from trainop.job.settings import Settings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -3,7 +3,8 @@
 
 Source: `api/openapi-spec/v3/api__v1_openapi.json` of the Go module `k8s.io/kubernetes@v1.36.3` (the
 document a kube-apiserver of that version serves at `/openapi/v3/api/v1`). Output:
-`api/schemas/pod_template_spec.json`, checked in, so neither the CRD generator nor the tests need Go.
+`trainop/install/schemas/pod_template_spec.json`, checked in, so neither the CRD generator nor the tests
+need Go.
 
 Regenerate (needs Go and the Go module proxy; the module is ~40 MB and usually already in the module cache):
 
@@ -43,7 +44,7 @@ K8S_MODULE = "k8s.io/kubernetes"
 K8S_VERSION = "v1.36.3"
 DOCUMENT = "api/openapi-spec/v3/api__v1_openapi.json"
 ROOT = "io.k8s.api.core.v1.PodTemplateSpec"
-OUTPUT = Path(__file__).resolve().parent.parent / "api" / "schemas" / "pod_template_spec.json"
+OUTPUT = Path(__file__).resolve().parent.parent / "trainop" / "install" / "schemas" / "pod_template_spec.json"
 MAX_DEPTH = 24
 # Summaries shorter than this take the next sentence too: "Image pull policy." says less than the enum.
 SHORT_SUMMARY = 40

@@ -13,12 +13,13 @@ from typing import Any
 import orjson
 from flask import Flask, Response, request
 
-from hooks import metrics, ttl
+from hooks import metrics
 from hooks.kubeapi import ApiClient, Deleter, default_deleter
 from hooks.recorder import Recorder
 from hooks.request import BadRequest, parse
-from hooks.settings import Settings
-from hooks.sync import sync
+from trainop.controller import ttl
+from trainop.controller.sync import sync
+from trainop.job.settings import Settings
 
 log = logging.getLogger("trainop.hooks")
 # A resync of a 1000-replica TFJob is ~82 MiB: TF_CONFIG names every replica in every pod, and

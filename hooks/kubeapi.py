@@ -1,7 +1,8 @@
 """The API calls the hooks make: reading a job back, and deleting it once its TTL expired.
 
 Metacontroller cannot delete a parent (its issue #77), so the hook does it. It never trusts the job in
-the request body for that (hooks.ttl): it reads the job from the apiserver, and deletes with a UID
+the request body for that (trainop.controller.ttl): it reads the job from the apiserver, and deletes with a
+UID
 precondition so a same-named successor is never hit. Credentials come from the pod's ServiceAccount, or
 from a kubeconfig named by TRAINOP_KUBECONFIG when running outside a cluster.
 """
@@ -16,7 +17,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from api.kinds import kind_info
+from trainop.api.kinds import kind_info
 from trainop.kubeclient import SERVICE_ACCOUNT, ApiError, KubeClient, from_env
 
 log = logging.getLogger("trainop.hooks")

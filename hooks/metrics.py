@@ -22,9 +22,9 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from api import constants as c
-from api.jsonpath import dig
-from api.kinds import KINDS
+from trainop.api import constants as c
+from trainop.api.jsonpath import dig
+from trainop.api.kinds import KINDS
 
 Json = dict[str, Any]
 LABELS = ("job_namespace", "framework")

@@ -1,4 +1,4 @@
-"""Recording the Events a sync implies (hooks.events) without slowing or failing the sync.
+"""Recording the Events a sync implies (trainop.controller.events) without slowing or failing the sync.
 
 The sync handler only hands a batch to a bounded queue; one background thread per process writes it.
 Before writing, the thread reads the job from the apiserver and records nothing unless a job of that
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from api.kinds import kind_info
-from hooks.events import Event, deleted_job
+from trainop.api.kinds import kind_info
+from trainop.controller.events import Event, deleted_job
 
 log = logging.getLogger("trainop.hooks")
 Json = dict[str, Any]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from api.jsonpath import dig
-from api.kinds import KINDS
-from hooks.times import is_timestamp
+from trainop.api.jsonpath import dig
+from trainop.api.kinds import KINDS
+from trainop.api.times import is_timestamp
 
 Json = dict[str, Any]
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from hooks.settings import Settings
-from hooks.sync import sync
 from tests.builders import container, job, replica
+from trainop.controller.sync import sync
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"

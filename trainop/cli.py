@@ -9,8 +9,8 @@ from importlib import import_module
 
 # name -> (module, help); modules define `add_arguments(parser)` and `run(args) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("local.cli", "run a job on this machine, each pod as a local process"),
-    "crds": ("api.crds", "print or regenerate the CustomResourceDefinitions"),
+    "run": ("trainop.local.cli", "run a job on this machine, each pod as a local process"),
+    "crds": ("trainop.install.crds", "print or regenerate the CustomResourceDefinitions"),
 }
 
 

@@ -13,9 +13,9 @@ from typing import Any, Final
 
 import jsonpatch
 
-from api.defaults import apply_defaults
-from api.kinds import KINDS, KindInfo
-from api.validation import validate as validate_job
+from trainop.admission.defaults import apply_defaults
+from trainop.admission.validation import validate as validate_job
+from trainop.api.kinds import KINDS, KindInfo
 from webhooks import codec
 
 Json = dict[str, Any]

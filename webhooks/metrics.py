@@ -11,8 +11,8 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from api.kinds import KINDS
-from api.models import spec_model
+from trainop.api.kinds import KINDS
+from trainop.api.models import spec_model
 
 Json = dict[str, Any]
 TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec")

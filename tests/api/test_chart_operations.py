@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from api import manifests
 from tests.api.test_manifests import CHART, applied, find, helm, installed, one, pod_spec, render
+from trainop.install import manifests
 
 Json = dict[str, Any]
 __all__ = ["applied", "helm", "installed"]  # fixtures

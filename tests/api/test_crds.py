@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from api import crds
-from api.kinds import KINDS, TFJOB
+from trainop.api.kinds import KINDS, TFJOB
 from trainop.cli import main
+from trainop.install import crds
 
 ROOT = Path(__file__).resolve().parents[2]
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from api import manifests
-from api.kinds import KINDS
+from trainop.api.kinds import KINDS
+from trainop.install import manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.defaults import apply_defaults
-from api.schema import schema_errors
 from tests.builders import container, job, replica, with_run_policy
+from trainop.admission.defaults import apply_defaults
+from trainop.install.schema import schema_errors
 
 EXAMPLES = sorted(Path(__file__).resolve().parents[2].glob("examples/*/*job.yaml"))
 

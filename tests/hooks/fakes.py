@@ -1,6 +1,7 @@
 """A tiny cluster for driving the sync hook the way Metacontroller and the kubelet would.
 
-`Cluster.sync()` sends the job and its observed children to `hooks.sync.sync`, then applies the answer
+`Cluster.sync()` sends the job and its observed children to `trainop.controller.sync.sync`, then applies
+the answer
 as Metacontroller does: status replaces the parent's status (plus observedGeneration), children missing
 from the answer are deleted, new ones are created with the controller-uid label, the controllerRef,
 the last-applied annotation and the server-side fields (uid, resourceVersion, creationTimestamp, status).
@@ -16,8 +17,8 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hooks.settings import Settings
-from hooks.sync import SyncResult, sync
+from trainop.controller.sync import SyncResult, sync
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 
@@ -324,7 +325,7 @@ class Cluster:
         self.job["metadata"]["generation"] += 1
 
     def scale(self, rtype: str, replicas: int) -> None:
-        from api.kinds import kind_info
+        from trainop.api.kinds import kind_info
 
         field = kind_info(self.job["kind"]).replica_field
         self.job["spec"][field][rtype]["replicas"] = replicas

@@ -7,11 +7,11 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from api.defaults import apply_defaults
-from api.validation import validate
-from hooks.settings import Settings
 from tests.builders import job, replica, with_run_policy, with_spec
 from tests.hooks.fakes import Cluster
+from trainop.admission.defaults import apply_defaults
+from trainop.admission.validation import validate
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 

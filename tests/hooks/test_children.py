@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from api import constants as c
-from hooks.settings import Settings
 from tests.builders import container, job, replica, with_spec
 from tests.hooks.fakes import Cluster, by_name, desired, labels, names, pods_by_name
+from trainop.api import constants as c
+from trainop.job.settings import Settings
 
 OPERATOR = c.LABEL_OPERATOR_NAME
 JOB = c.LABEL_JOB_NAME

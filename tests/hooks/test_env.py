@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from hooks.addresses import ClusterAddresses
-from hooks.settings import Settings
 from tests.builders import container, job, replica, with_spec
 from tests.hooks.fakes import Cluster, env_list, env_of, pods_by_name
+from trainop.job.addresses import ClusterAddresses
+from trainop.job.settings import Settings
 
 
 def pairs(pod, ctr=0):

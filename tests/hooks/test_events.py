@@ -1,11 +1,12 @@
-"""The Events a sync implies (hooks.events): Kubeflow v1.9.4's reasons, messages and types, once per
+"""The Events a sync implies (trainop.controller.events): Kubeflow v1.9.4's reasons, messages and types,
+once per
 happening, with the same name for a retry and for a genuine repeat (which the recorder aggregates)."""
 
 from __future__ import annotations
 
-from hooks.events import Event, deleted_job
 from tests.builders import container, job, replica, with_run_policy
 from tests.hooks.fakes import Cluster
+from trainop.controller.events import Event, deleted_job
 
 JOB = job("PyTorchJob", name="j", namespace="ns", Master=1, Worker=2)
 

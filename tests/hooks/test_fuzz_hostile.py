@@ -19,13 +19,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hooks.app import create_app
-from hooks.settings import Settings
-from hooks.sync import sync
 from tests.builders import job, with_run_policy, with_spec
 from tests.fuzzing import FUZZ, Raw, encode, hostile_bodies
 from tests.hooks.fakes import json_hygiene_problems
 from tests.hooks.test_http import Clock, FakeDeleter
 from tests.realistic import observed
+from trainop.controller.sync import sync
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hooks.app import DEFAULT_MAX_BODY, DELETE_RETRY_SECONDS, create_app
-from hooks.settings import Settings
-from hooks.sync import sync
 from tests.builders import job, replica, with_run_policy, with_spec
 from tests.hooks.fakes import T0, Cluster, at, canonical, json_hygiene_problems
 from tests.realistic import resync_request
+from trainop.controller.sync import sync
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)

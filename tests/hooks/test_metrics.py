@@ -12,10 +12,10 @@ from prometheus_client import REGISTRY
 
 from hooks import metrics
 from hooks.app import create_app
-from hooks.settings import Settings
 from tests.builders import job, replica, with_run_policy
 from tests.hooks.fakes import Cluster, at
 from tests.hooks.test_http import Clock, FakeDeleter
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 

@@ -13,11 +13,11 @@ import os
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from api import constants as c
-from api.kinds import kind_info
-from hooks.conditions import finished
 from tests.hooks.fakes import Cluster, canonical, names
 from tests.hooks.strategies import SETTINGS, jobs, kubelet
+from trainop.api import constants as c
+from trainop.api.kinds import kind_info
+from trainop.job.conditions import finished
 
 PROPERTY = settings(
     max_examples=int(os.environ.get("TRAINOP_PROPERTY_EXAMPLES", "120")),

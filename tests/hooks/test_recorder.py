@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hooks.app import create_app
-from hooks.events import Event
 from hooks.recorder import OCCURRENCE, Batch, Recorder, event_object
-from hooks.settings import Settings
 from tests.builders import job
+from trainop.controller.events import Event
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)

@@ -10,10 +10,10 @@ import copy
 
 import pytest
 
-from api.defaults import apply_defaults
-from hooks.settings import Settings
 from tests.builders import admission_review, container, job, replica, with_run_policy, with_spec
 from tests.hooks.fakes import Cluster, by_name, canonical, names, stamp
+from trainop.admission.defaults import apply_defaults
+from trainop.job.settings import Settings
 from webhooks.admission import parse_review_document
 from webhooks.admission import validate as webhook_validate
 

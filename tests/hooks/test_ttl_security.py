@@ -13,11 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from hooks.app import create_app
-from hooks.settings import Settings
-from hooks.ttl import PENDING_RETRY_SECONDS, verdict
 from tests.builders import job, with_run_policy
 from tests.hooks.fakes import at, stamp
 from tests.hooks.test_http import Clock, FakeDeleter
+from trainop.controller.ttl import PENDING_RETRY_SECONDS, verdict
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 NOW = at(100)

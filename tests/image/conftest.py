@@ -27,7 +27,7 @@ CHART = REPO / "charts" / "trainop"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
-PACKAGES = ("api", "hooks", "webhooks", "local", "trainop")
+PACKAGES = ("hooks", "webhooks", "trainop")
 
 
 def work_tree_hashes() -> dict[str, str]:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds import kind_info
 from tests.local.runs import REPO, trainop
+from trainop.api.kinds import kind_info
 
 Json = dict[str, Any]
 EXAMPLES = REPO / "examples"

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from local.containers import ContainerPlan
-from local.kubelet import LocalPod, backoff, should_restart
 from tests.local.helpers import behave, eventually, new_tag, pids_tagged
+from trainop.local.containers import ContainerPlan
+from trainop.local.kubelet import LocalPod, backoff, should_restart
 
 Json = dict[str, Any]
 

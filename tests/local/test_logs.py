@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from local.display import Row, table
-from local.logs import LogFollower, prefix
+from trainop.local.display import Row, table
+from trainop.local.logs import LogFollower, prefix
 
 
 def test_prefixes_name_the_replica_and_only_other_containers() -> None:

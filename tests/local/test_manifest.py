@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from local.manifest import ManifestError, as_created, load, parse
+from trainop.local.manifest import ManifestError, as_created, load, parse
 
 JOB = """
 apiVersion: kubeflow.org/v1

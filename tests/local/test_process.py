@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from local.containers import ContainerPlan
-from local.process import START_ERROR_CODE, ContainerProcess, exit_code
 from tests.local.helpers import behave, eventually, new_tag, pids_tagged
+from trainop.local.containers import ContainerPlan
+from trainop.local.process import START_ERROR_CODE, ContainerProcess, exit_code
 
 
 def start(tmp_path: Path, argv: list[str]) -> ContainerProcess:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.defaults import apply_defaults
-from api.validation import validate
 from tests.local.helpers import behave, eventually, new_tag, pids_tagged
 from tests.local.runs import pod_name_env, replica, start, trainop, write_job
+from trainop.admission.defaults import apply_defaults
+from trainop.admission.validation import validate
 
 PT = "PyTorchJob"
 

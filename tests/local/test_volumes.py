@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from local.errors import NotRunnableLocally
-from local.volumes import ConfigMapNotReady, local_dirs, materialize
+from trainop.local.errors import NotRunnableLocally
+from trainop.local.volumes import ConfigMapNotReady, local_dirs, materialize
 
 CONFIG_MAPS = {
     "j-config": {"data": {"hostfile": "127.0.0.1 slots=2\n", "kubexec.sh": "#!/bin/sh\n", "other": "x"}}

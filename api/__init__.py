@@ -1,1 +1,0 @@
-"""The kubeflow.org/v1 job API: kinds, models, defaulting, validation and CRD generation."""

@@ -1,0 +1,66 @@
+"""Whether to delete a job whose ttlSecondsAfterFinished expired, judged on the apiserver's copy alone.
+
+The body of a `/sync` call is only a claim: anyone who can reach the hook Service can POST a finished,
+expired copy of a running job with its real uid. Deleting is the one thing the hook does with its own
+credentials, so the decision reads every fact from the copy the hook fetched itself; the claimed job
+only names which object (and which uid) the caller meant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from trainop.api import constants as c
+from trainop.api.jsonpath import dig
+from trainop.api.times import parse_timestamp
+from trainop.controller.sync import managed_elsewhere
+from trainop.job.conditions import is_true
+
+Json = dict[str, Any]
+# How soon to look again when the server's copy lags the sync that finished the job: Metacontroller
+# writes the finished status after the hook answers, and that write triggers a sync of its own, so
+# this is only a safety net.
+PENDING_RETRY_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    delete: bool
+    # Why not, for the log line; "" when deleting.
+    reason: str = ""
+    # When to sync again to re-check; None when nothing can change the answer but a new sync.
+    retry_after: float | None = None
+
+
+def verdict(claimed: Json, server: Json | None, now: datetime) -> Verdict:
+    """Delete only if the server's copy is the claimed object, finished and past its TTL by its own fields."""
+    if server is None:
+        return Verdict(False, "the job no longer exists")
+    claimed_uid = dig(claimed, "metadata", "uid")
+    if not claimed_uid or dig(server, "metadata", "uid") != claimed_uid:
+        return Verdict(False, "the apiserver's job has another uid than the request's")
+    if dig(server, "metadata", "deletionTimestamp"):
+        return Verdict(False, "the job is already being deleted")
+    if managed_elsewhere(server):
+        return Verdict(False, "the job is managed by another controller")
+    run_policy = dig(server, "spec", "runPolicy") or {}
+    ttl = run_policy.get("ttlSecondsAfterFinished") if isinstance(run_policy, dict) else None
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+        return Verdict(False, "the apiserver's job has no ttlSecondsAfterFinished")
+    if run_policy.get("suspend") is True:
+        return Verdict(False, "the job is suspended")
+    conditions = dig(server, "status", "conditions")
+    conditions = [x for x in conditions if isinstance(x, dict)] if isinstance(conditions, list) else []
+    completed = dig(server, "status", "completionTime")
+    if not (is_true(conditions, c.SUCCEEDED) or is_true(conditions, c.FAILED)) or not completed:
+        return Verdict(False, "the apiserver's job has not finished (yet)", PENDING_RETRY_SECONDS)
+    try:
+        finished_at = parse_timestamp(str(completed))
+    except ValueError:
+        return Verdict(False, f"the apiserver's job has an unreadable completionTime {completed!r}")
+    remaining = (finished_at - now).total_seconds() + ttl
+    if remaining > 0:
+        return Verdict(False, "the apiserver's job has not reached its TTL", round(remaining, 3))
+    return Verdict(True)

@@ -1,0 +1,70 @@
+"""TFJob: TF_CONFIG in the `tensorflow` container, chief or worker-0 success, dynamic workers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from trainop.api.kinds import TFJOB
+from trainop.frameworks.base import Counts, Framework, Json, env
+from trainop.job.context import JobContext
+from trainop.job.observed import ObservedPod
+
+
+def _compact(obj: object) -> str:
+    # Go's encoding/json output: no spaces, struct fields in declaration order, map keys sorted.
+    return json.dumps(obj, separators=(",", ":"))
+
+
+class TensorFlow(Framework):
+    info = TFJOB
+    qualified_messages = True
+
+    def env_container_indexes(self, ctx: JobContext, rtype: str, containers: Sequence[Json]) -> list[int]:
+        return [i for i, c in enumerate(containers) if c.get("name") == self.info.default_container]
+
+    def _address(self, ctx: JobContext, rtype: str, index: int) -> str:
+        return f"{ctx.fqdn(rtype, index)}:{ctx.port(rtype, index)}"
+
+    def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
+        if ctx.total_replicas() == 1:
+            return []  # a single-process job is not distributed: TensorFlow must not wait for peers
+        task = {"type": rtype.lower(), "index": index}
+        if ctx.spec.get("enableDynamicWorker"):
+            ps = [self._address(ctx, "PS", i) for i in range(ctx.replicas("PS"))]
+            if rtype == "Worker":
+                sparse: Json = {"worker": {str(index): self._address(ctx, rtype, index)}, "ps": ps}
+            elif rtype == "PS":
+                sparse = {"worker": {}, "ps": [self._address(ctx, rtype, index)]}
+            else:
+                sparse = {"worker": {}, "ps": []}
+            return [env("TF_CONFIG", _compact({"cluster": sparse, "task": task}))]
+        # The cluster is the same in every pod: encoded once per sync, not once per pod (O(n) not O(n^2)).
+        cluster = ctx.memo.get("tf_cluster")
+        if cluster is None:
+            cluster = ctx.memo["tf_cluster"] = _compact(
+                {
+                    t.lower(): [self._address(ctx, t, i) for i in range(ctx.replicas(t))]
+                    for t in sorted(ctx.replica_specs, key=str.lower)
+                }
+            )
+        # Byte for byte what _compact({"cluster": ..., "task": ..., "environment": "cloud"}) writes.
+        config = f'{{"cluster":{cluster},"task":{_compact(task)},"environment":"cloud"}}'
+        return [env("TF_CONFIG", config)]
+
+    def succeeded(self, ctx: JobContext, counts: dict[str, Counts], pods: Sequence[ObservedPod]) -> bool:
+        if super().succeeded(ctx, counts, pods):
+            return True
+        chief = any(ctx.has(t) for t in self.info.master_types)
+        if chief or ctx.spec.get("successPolicy") == "AllWorkers":
+            return False
+        worker0 = next((p for p in pods if p.name == self.info.pod_name(ctx.name, "Worker", 0)), None)
+        return bool(
+            worker0 and worker0.phase == "Succeeded" and worker0.exit_code(self.info.default_container) == 0
+        )
+
+    def failed_message(self, ctx: JobContext, rtype: str, n: int) -> str:
+        return f"TFJob {ctx.namespace}/{ctx.name} has failed because {n} {rtype} replica(s) failed."
+
+    def tolerates_failure(self, ctx: JobContext, rtype: str) -> bool:
+        return rtype == "Worker" and bool(ctx.spec.get("enableDynamicWorker"))

@@ -1,0 +1,75 @@
+"""Pod volumes as local directories: ConfigMaps written out as files, emptyDirs made, hostPaths used as is."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trainop.local.errors import NotRunnableLocally
+
+Json = dict[str, Any]
+
+DEFAULT_MODE = 0o644
+
+
+class ConfigMapNotReady(Exception):
+    """The pod mounts a ConfigMap that does not exist yet; kubelet would hold it in ContainerCreating."""
+
+
+def local_dirs(pod: Json, root: Path, path: str) -> dict[str, Path]:
+    """Volume name -> the local directory standing for it (`root` is the pod's own folder); no side effects,
+    so a pod that cannot run here fails before anything of the job starts."""
+    out: dict[str, Path] = {}
+    for i, volume in enumerate((pod.get("spec") or {}).get("volumes") or []):
+        name = str(volume.get("name"))
+        if "hostPath" in volume:
+            out[name] = Path(str((volume["hostPath"] or {}).get("path", "")))
+        elif "emptyDir" in volume or "configMap" in volume:
+            out[name] = root / name
+        else:
+            kind = next((k for k in volume if k != "name"), "source")
+            raise NotRunnableLocally(
+                f"{path}.volumes[{i}].{kind}",
+                f"{kind} volumes need a cluster; locally only configMap (from the job's own children), "
+                "emptyDir and hostPath volumes are available",
+            )
+    return out
+
+
+def materialize(pod: Json, config_maps: Mapping[str, Json], dirs: Mapping[str, Path]) -> None:
+    """Create the emptyDirs and write the ConfigMaps of `pod` into the directories `local_dirs` chose."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        target = dirs[str(volume.get("name"))]
+        if "emptyDir" in volume:
+            target.mkdir(parents=True, exist_ok=True)
+        elif "configMap" in volume:
+            write_config_map(volume["configMap"] or {}, config_maps, target)
+
+
+def write_config_map(source: Json, config_maps: Mapping[str, Json], target: Path) -> None:
+    """Write the selected keys of a ConfigMap into `target`, with the modes the volume asks for."""
+    config_map = config_maps.get(str(source.get("name")))
+    if config_map is None:
+        if source.get("optional"):
+            target.mkdir(parents=True, exist_ok=True)
+            return
+        raise ConfigMapNotReady(str(source.get("name")))
+    data: Mapping[str, str] = config_map.get("data") or {}
+    default_mode = int(source.get("defaultMode") or DEFAULT_MODE)
+    items = source.get("items") or [{"key": k, "path": k} for k in data]
+    target.mkdir(parents=True, exist_ok=True)
+    for item in items:
+        key = str(item.get("key"))
+        if key not in data:
+            continue
+        file = target / str(item.get("path") or key)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        if file.exists() and file.read_text() == data[key]:
+            continue
+        # Files may be read-only (mode 0444); replace instead of writing in place.
+        tmp = file.with_name(f".{file.name}.tmp")
+        tmp.write_text(data[key])
+        os.chmod(tmp, int(item.get("mode") or default_mode))
+        os.replace(tmp, file)
