@@ -17,7 +17,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainop.api.kinds import kind_info
+from trainop.frameworks import kind_info
 from trainop.kubeclient import SERVICE_ACCOUNT, ApiError, KubeClient, from_env
 
 log = logging.getLogger("trainop.hooks")

@@ -24,7 +24,7 @@ from prometheus_client import Counter, Histogram
 
 from trainop.api import constants as c
 from trainop.api.jsonpath import dig
-from trainop.api.kinds import KINDS
+from trainop.frameworks import KINDS
 
 Json = dict[str, Any]
 LABELS = ("job_namespace", "framework")

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from trainop.api.kinds import kind_info
-from trainop.controller.events import Event, deleted_job
+from trainop.controller.events import deleted_job
+from trainop.frameworks import framework, kind_info
+from trainop.job.event import Event
 
 log = logging.getLogger("trainop.hooks")
 Json = dict[str, Any]
@@ -183,7 +184,7 @@ class Recorder:
 
     def _deleted_by_ttl(self, batch: Batch) -> Json | None:
         """The job as its events name it if a TTL deletion recorded deleting it (see record_deletion)."""
-        name = deleted_job(batch.kind, batch.name).name(batch.name, batch.uid)
+        name = deleted_job(framework(batch.kind), batch.name).name(batch.name, batch.uid)
         marker = self.api.get_event(batch.namespace, name)
         if marker is None or (marker.get("involvedObject") or {}).get("uid") != batch.uid:
             return None
@@ -196,7 +197,7 @@ class Recorder:
         can tell it was real. Never raises: a failure only costs those last events."""
         meta = job["metadata"]
         try:
-            self._record(job, deleted_job(str(job["kind"]), str(meta["name"])))
+            self._record(job, deleted_job(framework(str(job["kind"])), str(meta["name"])))
         except Exception:
             log.exception("recording the deletion of %s/%s failed", meta.get("namespace"), meta["name"])
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainop.api.jsonpath import dig
-from trainop.api.kinds import KINDS
 from trainop.api.times import is_timestamp
+from trainop.frameworks import KINDS
 
 Json = dict[str, Any]
 

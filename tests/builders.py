@@ -6,7 +6,7 @@ import copy
 import uuid
 from typing import Any
 
-from trainop.api.kinds import kind_info
+from trainop.frameworks import kind_info
 
 Json = dict[str, Any]
 

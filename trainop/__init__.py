@@ -1,1 +1,1 @@
-"""The `trainop` command line."""
+"""trainop: the operator's core (API, admission, sync, `trainop run`) and its command line."""

@@ -1,8 +1,8 @@
 """The AdmissionReview v1 contract as pure functions: request bytes in, response document out.
 
 Flask (webhooks/app.py) only moves bytes and logs; everything a webhook decides happens here, on plain
-data, so the contract is testable without HTTP. Defaulting and validation themselves live in `api/` and
-are shared with the sync hook; this module only adapts them to admission.
+data, so the contract is testable without HTTP. Defaulting and validation themselves are the admission
+step (trainop.admission.admit) shared with the sync hook and `trainop run`; this module adapts them.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any, Final
 
 import jsonpatch
 
-from trainop.admission.defaults import apply_defaults
-from trainop.admission.validation import validate as validate_job
-from trainop.api.kinds import KINDS, KindInfo
+from trainop.admission.admit import admit
+from trainop.api.kinds import KindInfo
+from trainop.frameworks import KINDS
 from webhooks import codec
 
 Json = dict[str, Any]
@@ -128,14 +128,14 @@ def mutate(req: AdmissionRequest) -> Json:
         return respond(req.uid, allowed=True)
     # Deprecation warnings come from the validating webhook only: it always runs after this one, and a
     # warning from both would be shown twice by clients that do not de-duplicate.
-    return respond(req.uid, allowed=True, patch=json_patch(req.object, apply_defaults(req.object)))
+    return respond(req.uid, allowed=True, patch=json_patch(req.object, admit(req.object).job))
 
 
 def validate(req: AdmissionRequest) -> Json:
     """Answer the validating webhook. UPDATE compares with oldObject (immutable fields)."""
     if req.object is None or req.operation not in ADMITTED_OPERATIONS:
         return respond(req.uid, allowed=True)
-    result = validate_job(req.object, req.old_object if req.operation == "UPDATE" else None)
+    result = admit(req.object, req.old_object if req.operation == "UPDATE" else None).checks
     if result.ok:
         return respond(req.uid, allowed=True, warnings=result.warnings)
     # The message is the bare field-error list: the apiserver prefixes it with

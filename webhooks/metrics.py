@@ -11,14 +11,13 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from trainop.api.kinds import KINDS
-from trainop.api.models import spec_model
+from trainop.frameworks import FRAMEWORKS
 
 Json = dict[str, Any]
 TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec")
 # Every field a job spec of any kind may have; the second step of a denied field path is kept if known.
 SPEC_FIELDS = frozenset(
-    name for info in KINDS.values() for name in spec_model(info).model_json_schema()["properties"]
+    name for fw in FRAMEWORKS.values() for name in fw.spec_model.model_json_schema()["properties"]
 )
 METADATA_FIELDS = frozenset(("name", "generateName", "namespace", "labels", "annotations"))
 

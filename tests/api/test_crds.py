@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from trainop.api.kinds import KINDS, TFJOB
 from trainop.cli import main
+from trainop.frameworks import KINDS
+from trainop.frameworks.tensorflow import TFJOB
 from trainop.install import crds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,7 +194,7 @@ def test_status_accepts_what_metacontroller_writes(committed: dict[str, Json]) -
 
 
 def test_committed_files_match_the_generator() -> None:
-    # Fails after a change to api/models.py, api/kinds.py or the pod template schema until
+    # Fails after a change to trainop/api/models.py, a framework module or the pod template schema until
     # `trainop crds --write` is run; covers manifests/crds/, charts/trainop/crds/ and the generated manifests.
     assert crds.differing(ROOT) == []
     for info in KINDS.values():

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from trainop.api.kinds import KINDS
+from trainop.frameworks import KINDS
 from trainop.install import manifests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -327,7 +327,7 @@ def test_chart_metacontroller_rules_cover_every_parent_and_child() -> None:
         assert verbs("kubeflow.org", plural) >= {"get", "list", "watch", "update"}
         assert "update" in verbs("kubeflow.org", f"{plural}/status")
     children = [c for info in KINDS.values() for c in manifests.child_resources(info)]
-    for child in [*children, *manifests.PODGROUP_CHILDREN.values()]:
+    for child in [*children, *(c.rule() for c in manifests.PODGROUP_CHILDREN.values())]:
         group = child["apiVersion"].rpartition("/")[0]
         assert verbs(group, child["resource"]) >= ALL_VERBS, child
 
@@ -444,7 +444,7 @@ def test_chart_options(helm: tuple[str, Path]) -> None:
         "rbac.aggregateToUserRoles=false",
     )
     for cc in find(rendered, "CompositeController"):
-        assert cc["spec"]["childResources"][-1] == manifests.PODGROUP_CHILDREN["volcano"]
+        assert cc["spec"]["childResources"][-1] == manifests.PODGROUP_CHILDREN["volcano"].rule()
     [certificate] = find(rendered, "Certificate")
     assert certificate["spec"]["secretName"] == manifests.WEBHOOK_CERT
     assert certificate["spec"]["dnsNames"][0] == f"{manifests.WEBHOOKS_NAME}.{manifests.NAMESPACE}.svc"
@@ -464,7 +464,7 @@ def test_chart_options(helm: tuple[str, Path]) -> None:
 
     plugins = render(helm, "gangScheduler=scheduler-plugins-scheduler", "webhooks.caBundle=Q0E=")
     for cc in find(plugins, "CompositeController"):
-        assert cc["spec"]["childResources"][-1] == manifests.PODGROUP_CHILDREN["scheduler-plugins"]
+        assert cc["spec"]["childResources"][-1] == manifests.PODGROUP_CHILDREN["scheduler-plugins"].rule()
     for config in find(plugins, "ValidatingWebhookConfiguration"):
         assert config["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E="
         assert "annotations" not in config["metadata"]

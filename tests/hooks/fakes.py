@@ -325,7 +325,7 @@ class Cluster:
         self.job["metadata"]["generation"] += 1
 
     def scale(self, rtype: str, replicas: int) -> None:
-        from trainop.api.kinds import kind_info
+        from trainop.frameworks import kind_info
 
         field = kind_info(self.job["kind"]).replica_field
         self.job["spec"][field][rtype]["replicas"] = replicas

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from tests.builders import container, job, replica, with_run_policy
 from tests.hooks.fakes import Cluster
-from trainop.controller.events import Event, deleted_job
+from trainop.controller.events import deleted_job
+from trainop.frameworks import framework
+from trainop.job.event import Event
 
 JOB = job("PyTorchJob", name="j", namespace="ns", Master=1, Worker=2)
 
@@ -236,7 +238,7 @@ def test_a_never_policy_failure_records_no_restarting_warning() -> None:
 
 
 def test_the_ttl_deletion_event_has_each_kubeflow_controllers_reason() -> None:
-    pytorch, tf = deleted_job("PyTorchJob", "j"), deleted_job("TFJob", "j")
+    pytorch, tf = deleted_job(framework("PyTorchJob"), "j"), deleted_job(framework("TFJob"), "j")
     assert (pytorch.type, pytorch.reason, pytorch.message) == (
         "Normal",
         "SuccessfulDeletePod",

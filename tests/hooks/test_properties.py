@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.hooks.fakes import Cluster, canonical, names
 from tests.hooks.strategies import SETTINGS, jobs, kubelet
 from trainop.api import constants as c
-from trainop.api.kinds import kind_info
+from trainop.frameworks import kind_info
 from trainop.job.conditions import finished
 
 PROPERTY = settings(

@@ -14,7 +14,7 @@ from typing import Any
 from hooks.app import create_app
 from hooks.recorder import OCCURRENCE, Batch, Recorder, event_object
 from tests.builders import job
-from trainop.controller.events import Event
+from trainop.job.event import Event
 from trainop.job.settings import Settings
 
 Json = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from trainop.api.kinds import kind_info
+from trainop.frameworks import kind_info
 
 Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]

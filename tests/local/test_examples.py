@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.local.runs import REPO, trainop
-from trainop.api.kinds import kind_info
+from trainop.frameworks import kind_info
 
 Json = dict[str, Any]
 EXAMPLES = REPO / "examples"

@@ -169,8 +169,7 @@ def test_a_bug_in_the_webhook_is_answered_as_a_denial_not_an_http_500(
     def broken(job: Json, old: Json | None = None) -> Json:
         raise KeyError("boom")
 
-    monkeypatch.setattr(admission, "apply_defaults", broken)
-    monkeypatch.setattr(admission, "validate_job", broken)
+    monkeypatch.setattr(admission, "admit", broken)
     status, body = post(client, path, review(uid="u-1"))
     assert status == 200
     assert body["response"]["uid"] == "u-1"
@@ -231,7 +230,7 @@ def test_a_rejected_body_is_logged_with_its_status_and_reason(
 def test_a_bug_is_logged_with_its_traceback_in_the_same_line(
     monkeypatch: pytest.MonkeyPatch, client: FlaskClient, log_lines: list[Json]
 ) -> None:
-    monkeypatch.setattr(admission, "validate_job", lambda job, old=None: 1 / 0)
+    monkeypatch.setattr(admission, "admit", lambda job, old=None: 1 / 0)
     post(client, "/validate", review())
     [line] = log_lines
     assert line["error"] == "ZeroDivisionError('division by zero')"

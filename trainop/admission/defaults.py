@@ -9,17 +9,18 @@ report instead of being "fixed" here.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
-from trainop.api.kinds import KindInfo, kind_info
+from trainop.api.kinds import KindInfo
+from trainop.frameworks import framework
 
 Json = dict[str, Any]
 
 
 def apply_defaults(job: Json) -> Json:
     """Return a defaulted deep copy of `job` (any of the seven kinds)."""
-    info = kind_info(str(job.get("kind")))
+    fw = framework(str(job.get("kind")))
+    info = fw.info
     out = copy.deepcopy(job)
     spec = out.get("spec")
     if not isinstance(spec, dict):
@@ -32,7 +33,7 @@ def apply_defaults(job: Json) -> Json:
                 _default_replica(info, rtype, rspec)
     run_policy = spec.setdefault("runPolicy", {})
     if isinstance(run_policy, dict):
-        _KIND_DEFAULTS.get(info.kind, _no_extra)(spec, run_policy)
+        fw.default_spec(spec, run_policy)
         run_policy.setdefault("cleanPodPolicy", "None")
         run_policy.setdefault("suspend", False)
     return out
@@ -72,57 +73,3 @@ def _add_default_port(info: KindInfo, rspec: Json) -> None:
         return
     if not any(isinstance(p, dict) and p.get("name") == info.port_name for p in ports):
         ports.append({"name": info.port_name, "containerPort": info.port})
-
-
-def _elastic_min_max(spec: Json, worker_replicas: Any) -> None:
-    elastic = spec.get("elasticPolicy")
-    if not isinstance(elastic, dict):
-        return
-    lo, hi = elastic.get("minReplicas"), elastic.get("maxReplicas")
-    if lo is None and hi is not None:
-        elastic["minReplicas"] = hi
-    elif hi is None and lo is not None:
-        elastic["maxReplicas"] = lo
-    elif lo is None and hi is None and isinstance(worker_replicas, int):
-        elastic["minReplicas"] = elastic["maxReplicas"] = worker_replicas
-
-
-def _worker_replicas(spec: Json, field: str) -> Any:
-    specs = spec.get(field)
-    worker = specs.get("Worker") if isinstance(specs, dict) else None
-    return worker.get("replicas") if isinstance(worker, dict) else None
-
-
-def _pytorch(spec: Json, run_policy: Json) -> None:
-    _elastic_min_max(spec, _worker_replicas(spec, "pytorchReplicaSpecs"))
-    elastic = spec.get("elasticPolicy")
-    deprecated_nproc = isinstance(elastic, dict) and elastic.get("nProcPerNode") is not None
-    if spec.get("nprocPerNode") is None and not deprecated_nproc:
-        spec["nprocPerNode"] = "auto"
-
-
-def _paddle(spec: Json, run_policy: Json) -> None:
-    _elastic_min_max(spec, _worker_replicas(spec, "paddleReplicaSpecs"))
-
-
-def _tensorflow(spec: Json, run_policy: Json) -> None:
-    spec.setdefault("successPolicy", "")
-
-
-def _mpi(spec: Json, run_policy: Json) -> None:
-    # MPIJob keeps a legacy top-level cleanPodPolicy; runPolicy's wins and both end up equal.
-    value = run_policy.get("cleanPodPolicy") or spec.get("cleanPodPolicy") or "None"
-    run_policy["cleanPodPolicy"] = value
-    spec["cleanPodPolicy"] = value
-
-
-def _no_extra(spec: Json, run_policy: Json) -> None:
-    return None
-
-
-_KIND_DEFAULTS: dict[str, Callable[[Json, Json], None]] = {
-    "PyTorchJob": _pytorch,
-    "PaddleJob": _paddle,
-    "TFJob": _tensorflow,
-    "MPIJob": _mpi,
-}

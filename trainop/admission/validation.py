@@ -1,4 +1,4 @@
-"""Validation of kubeflow.org/v1 jobs: one pure function for the webhook, the sync hook and `trainop run`.
+"""Validation of kubeflow.org/v1 jobs: the rules every kind shares, then the kind's own (its framework).
 
 Every error names the field path (Kubeflow's `spec.<map>[<Type>]...` form), says what is wrong and what
 is allowed, so a user can fix the YAML from the message alone. Validation accepts both the raw and the
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from trainop.api import constants as c
+from trainop.api.checks import Result, check_enum, check_non_negative, quote_all
 from trainop.api.jsonpath import dig
-from trainop.api.kinds import KINDS, MPIJOB, KindInfo
-from trainop.api.models import spec_model
+from trainop.api.kinds import KindInfo
+from trainop.frameworks import FRAMEWORKS, KINDS
+from trainop.frameworks.base import Framework
 
 Json = dict[str, Any]
 
@@ -31,36 +31,6 @@ MAX_REPLICAS = 10_000
 GENERATED_SUFFIX = 5
 
 
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.detail}"
-
-
-@dataclass
-class Result:
-    errors: list[FieldError] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    @property
-    def message(self) -> str:
-        return "; ".join(str(e) for e in self.errors)
-
-    def error(self, path: str, detail: str) -> None:
-        self.errors.append(FieldError(path, detail))
-
-
-def _quote_all(values: Iterable[str]) -> str:
-    return ", ".join(f'"{v}"' for v in values)
-
-
 def validate(job: Json, old: Json | None = None) -> Result:
     """Validate `job` (CREATE), or the transition `old` -> `job` (UPDATE)."""
     result = Result()
@@ -69,10 +39,11 @@ def validate(job: Json, old: Json | None = None) -> Result:
         # admitted before the webhook existed and would fail validation today.
         return result
     kind = job.get("kind")
-    info = KINDS.get(kind) if isinstance(kind, str) else None
-    if info is None:
-        result.error("kind", f"unsupported kind {kind!r}: supported kinds are {_quote_all(KINDS)}")
+    fw = FRAMEWORKS.get(kind) if isinstance(kind, str) else None
+    if fw is None:
+        result.error("kind", f"unsupported kind {kind!r}: supported kinds are {quote_all(KINDS)}")
         return result
+    info = fw.info
     if job.get("apiVersion") != c.API_VERSION:
         result.error("apiVersion", f'must be "{c.API_VERSION}", got {job.get("apiVersion")!r}')
     if info.deprecated:
@@ -81,32 +52,30 @@ def validate(job: Json, old: Json | None = None) -> Result:
     if not isinstance(spec, dict):
         result.error("spec", "Required value: the job has no spec object")
         return result
-    _check_types(info, spec, result)
+    _check_types(fw, spec, result)
     replicas = spec.get(info.replica_field)
     root = f"spec.{info.replica_field}"
     if not isinstance(replicas, dict) or not replicas:
-        result.error(
-            root, f"Required value: add at least one replica spec ({_quote_all(info.replica_types)})"
-        )
+        result.error(root, f"Required value: add at least one replica spec ({quote_all(info.replica_types)})")
     else:
-        _check_replica_map(info, replicas, root, result)
+        _check_replica_map(fw, replicas, root, result)
     _check_name(info, job, replicas if isinstance(replicas, dict) else {}, result)
     run_policy = spec.get("runPolicy")
     if isinstance(run_policy, dict):
         _check_run_policy(run_policy, result)
-    _KIND_CHECKS.get(info.kind, _no_checks)(info, spec, result)
+    fw.check_spec(spec, result)
     if old is not None:
         _check_update(info, old, job, result)
     return result
 
 
-def _check_types(info: KindInfo, spec: Json, result: Result) -> None:
+def _check_types(fw: Framework, spec: Json, result: Result) -> None:
     """Report fields of the wrong JSON type (the CRD schema does this on a cluster, not locally)."""
     try:
-        spec_model(info).model_validate(spec)
+        fw.spec_model.model_validate(spec)
     except ValidationError as exc:
         for err in exc.errors():
-            path = _error_path(info, err["loc"])
+            path = _error_path(fw.info, err["loc"])
             if err["type"] == "missing":
                 result.error(path, "Required value: must be set")
             else:
@@ -128,14 +97,15 @@ def _replica_count(info: KindInfo, rtype: str, rspec: Json) -> int:
     return value if isinstance(value, int) else info.replicas_default(rtype)
 
 
-def _check_replica_map(info: KindInfo, replicas: Json, root: str, result: Result) -> None:
+def _check_replica_map(fw: Framework, replicas: Json, root: str, result: Result) -> None:
+    info = fw.info
     seen: dict[str, str] = {}
     for key, rspec in replicas.items():
         canonical = info.canonical_type(key)
         path = f"{root}[{key}]"
         if canonical is None:
             result.error(
-                path, f'Unsupported value: "{key}": supported replica types: {_quote_all(info.replica_types)}'
+                path, f'Unsupported value: "{key}": supported replica types: {quote_all(info.replica_types)}'
             )
             continue
         if canonical in seen:
@@ -149,7 +119,7 @@ def _check_replica_map(info: KindInfo, replicas: Json, root: str, result: Result
         if not isinstance(rspec, dict):
             result.error(path, "Required value: must be a replica spec object with a pod template")
             continue
-        _check_replica(info, canonical, rspec, path, result)
+        _check_replica(fw, canonical, rspec, path, result)
     for required in info.required_types:
         if required not in seen:
             result.error(
@@ -161,12 +131,13 @@ def _check_replica_map(info: KindInfo, replicas: Json, root: str, result: Result
     if len(present) > 1:
         result.error(
             root,
-            f"Forbidden: must not have more than one of {_quote_all(info.exclusive_types)} "
-            f"(found {_quote_all(seen[t] for t in present)}); keep one",
+            f"Forbidden: must not have more than one of {quote_all(info.exclusive_types)} "
+            f"(found {quote_all(seen[t] for t in present)}); keep one",
         )
 
 
-def _check_replica(info: KindInfo, rtype: str, rspec: Json, path: str, result: Result) -> None:
+def _check_replica(fw: Framework, rtype: str, rspec: Json, path: str, result: Result) -> None:
+    info = fw.info
     count = rspec.get("replicas")
     if isinstance(count, int):
         if count < 0:
@@ -185,7 +156,7 @@ def _check_replica(info: KindInfo, rtype: str, rspec: Json, path: str, result: R
     if policy not in (None, "", *c.RESTART_POLICIES):
         result.error(
             f"{path}.restartPolicy",
-            f'Unsupported value: "{policy}": supported values: {_quote_all(c.RESTART_POLICIES)}',
+            f'Unsupported value: "{policy}": supported values: {quote_all(c.RESTART_POLICIES)}',
         )
     template = rspec.get("template")
     pod_spec = template.get("spec") if isinstance(template, dict) else None
@@ -204,13 +175,11 @@ def _check_replica(info: KindInfo, rtype: str, rspec: Json, path: str, result: R
             result.error(f"{cpath}[{i}].name", "Required value: every container needs a name")
         if not container.get("image"):
             result.error(f"{cpath}[{i}].image", "Required value: every container needs an image")
-    # Kubeflow's MPIJob controller (it has no webhook) works on the first container whatever its name;
-    # every other kind's webhook requires the named container the operator injects into.
-    if info.kind != MPIJOB.kind and info.default_container not in names:
+    if fw.requires_default_container and info.default_container not in names:
         result.error(
             cpath,
             f'Required value: must have at least one container named "{info.default_container}" '
-            f"(found {_quote_all(str(n) for n in names)}); the operator injects its environment "
+            f"(found {quote_all(str(n) for n in names)}); the operator injects its environment "
             "and port into that container",
         )
     if isinstance(pod_spec, dict) and pod_spec.get("restartPolicy"):
@@ -261,104 +230,17 @@ def _check_name(info: KindInfo, job: Json, replicas: Json, result: Result) -> No
         )
 
 
-def _check_enum(result: Result, path: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value is not None and value not in allowed:
-        result.error(path, f'Unsupported value: "{value}": supported values: {_quote_all(allowed)}')
-
-
-def _check_non_negative(result: Result, path: str, value: Any) -> None:
-    if isinstance(value, int) and value < 0:
-        result.error(path, f"Invalid value: {value}: must be greater than or equal to 0")
-
-
 def _check_run_policy(run_policy: Json, result: Result) -> None:
-    _check_enum(
+    check_enum(
         result, "spec.runPolicy.cleanPodPolicy", run_policy.get("cleanPodPolicy"), c.CLEAN_POD_POLICIES
     )
-    _check_enum(result, "spec.runPolicy.managedBy", run_policy.get("managedBy"), c.MANAGED_BY_VALUES)
+    check_enum(result, "spec.runPolicy.managedBy", run_policy.get("managedBy"), c.MANAGED_BY_VALUES)
     for key in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
-        _check_non_negative(result, f"spec.runPolicy.{key}", run_policy.get(key))
+        check_non_negative(result, f"spec.runPolicy.{key}", run_policy.get(key))
     scheduling = run_policy.get("schedulingPolicy")
     if isinstance(scheduling, dict):
         for key in ("minAvailable", "scheduleTimeoutSeconds"):
-            _check_non_negative(result, f"spec.runPolicy.schedulingPolicy.{key}", scheduling.get(key))
-
-
-def _check_elastic_bounds(result: Result, elastic: Json) -> None:
-    lo, hi = elastic.get("minReplicas"), elastic.get("maxReplicas")
-    if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
-        result.error(
-            "spec.elasticPolicy.minReplicas",
-            f"Invalid value: {lo}: must be less than or equal to spec.elasticPolicy.maxReplicas ({hi})",
-        )
-    if isinstance(lo, int) and lo < 1:
-        result.error("spec.elasticPolicy.minReplicas", f"Invalid value: {lo}: must be at least 1")
-
-
-NPROC_WORDS = ("auto", "cpu", "gpu")
-# ASCII digits only: str.isdigit() also accepts "²", which int() then rejects with an exception.
-POSITIVE_INT = re.compile(r"0*[1-9][0-9]*")
-
-
-def _pytorch(info: KindInfo, spec: Json, result: Result) -> None:
-    nproc = spec.get("nprocPerNode")
-    if isinstance(nproc, str) and nproc not in NPROC_WORDS and not POSITIVE_INT.fullmatch(nproc):
-        result.error(
-            "spec.nprocPerNode",
-            f'Invalid value: "{nproc}": must be "auto", "cpu", "gpu" or a positive integer such as "4"',
-        )
-    elastic = spec.get("elasticPolicy")
-    if not isinstance(elastic, dict):
-        return
-    replicas = spec.get(info.replica_field)
-    if isinstance(replicas, dict) and not any(info.canonical_type(k) == "Worker" for k in replicas):
-        result.error(
-            f"spec.{info.replica_field}[Worker]",
-            "Required value: must be configured if elastic policy is used",
-        )
-    _check_elastic_bounds(result, elastic)
-    _check_enum(result, "spec.elasticPolicy.rdzvBackend", elastic.get("rdzvBackend"), c.RDZV_BACKENDS)
-    if elastic.get("nProcPerNode") is not None:
-        result.warnings.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode")
-        if nproc is not None:
-            result.error(
-                "spec.elasticPolicy.nProcPerNode",
-                "Forbidden: must not be used with spec.nprocPerNode; remove one of them",
-            )
-
-
-def _paddle(info: KindInfo, spec: Json, result: Result) -> None:
-    elastic = spec.get("elasticPolicy")
-    if isinstance(elastic, dict):
-        _check_elastic_bounds(result, elastic)
-
-
-def _tensorflow(info: KindInfo, spec: Json, result: Result) -> None:
-    _check_enum(result, "spec.successPolicy", spec.get("successPolicy"), c.SUCCESS_POLICIES)
-
-
-def _mpi(info: KindInfo, spec: Json, result: Result) -> None:
-    _check_enum(result, "spec.cleanPodPolicy", spec.get("cleanPodPolicy"), c.CLEAN_POD_POLICIES)
-    slots = spec.get("slotsPerWorker")
-    if isinstance(slots, int) and slots < 1:
-        result.error("spec.slotsPerWorker", f"Invalid value: {slots}: must be at least 1")
-
-
-def _mxnet(info: KindInfo, spec: Json, result: Result) -> None:
-    _check_enum(result, "spec.jobMode", spec.get("jobMode"), c.MX_JOB_MODES)
-
-
-def _no_checks(info: KindInfo, spec: Json, result: Result) -> None:
-    return None
-
-
-_KIND_CHECKS: dict[str, Callable[[KindInfo, Json, Result], None]] = {
-    "PyTorchJob": _pytorch,
-    "PaddleJob": _paddle,
-    "TFJob": _tensorflow,
-    "MPIJob": _mpi,
-    "MXJob": _mxnet,
-}
+            check_non_negative(result, f"spec.runPolicy.schedulingPolicy.{key}", scheduling.get(key))
 
 
 def _replica_type_set(info: KindInfo, job: Json) -> set[str]:
@@ -381,6 +263,6 @@ def _check_update(info: KindInfo, old: Json, new: Json, result: Result) -> None:
     if before_types != after_types:
         result.error(
             f"spec.{info.replica_field}",
-            f"Forbidden: the set of replica types is immutable (was {_quote_all(sorted(before_types))}, "
-            f"now {_quote_all(sorted(after_types))}); create a new job instead",
+            f"Forbidden: the set of replica types is immutable (was {quote_all(sorted(before_types))}, "
+            f"now {quote_all(sorted(after_types))}); create a new job instead",
         )

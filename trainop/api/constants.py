@@ -19,9 +19,6 @@ MANAGED_BY_VALUES: Final = (MANAGED_BY_US, MANAGED_BY_MULTIKUEUE)
 
 RESTART_POLICIES: Final = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES: Final = ("All", "Running", "None")
-SUCCESS_POLICIES: Final = ("", "AllWorkers")
-RDZV_BACKENDS: Final = ("c10d", "etcd", "etcd-v2")
-MX_JOB_MODES: Final = ("MXTrain", "MXTune")
 
 # Condition types, in the order Kubeflow defines them.
 CREATED: Final = "Created"
@@ -30,4 +27,3 @@ RESTARTING: Final = "Restarting"
 SUCCEEDED: Final = "Succeeded"
 SUSPENDED: Final = "Suspended"
 FAILED: Final = "Failed"
-CONDITION_TYPES: Final = (CREATED, RUNNING, RESTARTING, SUCCEEDED, SUSPENDED, FAILED)

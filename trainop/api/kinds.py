@@ -1,10 +1,36 @@
-"""The one table of per-kind facts. Every other module reads these instead of branching on the kind."""
+"""The facts that describe one kind: names, replica types, ports and the validation rules that are data.
+
+Each framework module under trainop.frameworks declares its kind's facts with this type; the registry
+there is the one table of kinds. Every generic module reads these facts instead of branching on a kind.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+
+class UnknownKindError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ChildType:
+    """A resource the hook returns as a child, with how Metacontroller updates an existing one."""
+
+    api_version: str
+    resource: str
+    # OnDelete for objects the apiserver will not let us change (pods, a RoleBinding's roleRef),
+    # InPlace for objects whose content follows the job.
+    method: str | None = None
+
+    def rule(self) -> dict[str, object]:
+        """The CompositeController's childResources entry."""
+        rule: dict[str, object] = {"apiVersion": self.api_version, "resource": self.resource}
+        if self.method:
+            rule["updateStrategy"] = {"method": self.method}
+        return rule
 
 
 @dataclass(frozen=True)
@@ -25,8 +51,11 @@ class KindInfo:
     framework: str
     # Replica types whose pods carry `job-role=master`.
     master_types: tuple[str, ...]
-    # With none of `master_types` present, worker 0 plays the master role (TF, PyTorch, JAX).
+    # With none of `master_types` present, `worker_type` 0 plays the master role (TF, PyTorch, JAX).
     worker0_is_master_fallback: bool
+    # The replica type of the many interchangeable replicas: the scale subresource and elastic policies
+    # address it, and the CRD documents its pod template in full.
+    worker_type: str
     # Validation: replica types that must be present, and ones whose replicas must be exactly 1.
     required_types: tuple[str, ...] = ()
     single_replica_types: tuple[str, ...] = ()
@@ -35,7 +64,7 @@ class KindInfo:
     # Non-single replica types whose replicas, when set, must be at least 1 (Kubeflow's PyTorch rule).
     positive_replica_types: tuple[str, ...] = ()
     default_replicas: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    # The scale subresource points at `Worker` replicas (elastic kinds).
+    # The scale subresource points at `worker_type` replicas (elastic kinds).
     scalable: bool = False
     # A warning returned on every admission of the kind.
     deprecated: str | None = None
@@ -43,6 +72,9 @@ class KindInfo:
     unindexed_types: tuple[str, ...] = ()
     # Suffixes of further per-job children (`<job>-config` for MPI), for the name-length check.
     extra_child_suffixes: tuple[str, ...] = ()
+    # Children besides pods and services that the kind's hook returns. A child type not listed would be
+    # created but never observed or cleaned up (docs/design.md#child-types-must-be-declared).
+    extra_children: tuple[ChildType, ...] = ()
 
     def replicas_default(self, rtype: str) -> int:
         return self.default_replicas.get(rtype, 1)
@@ -58,157 +90,3 @@ class KindInfo:
             if rtype.lower() == key.lower():
                 return rtype
         return None
-
-
-TFJOB = KindInfo(
-    kind="TFJob",
-    plural="tfjobs",
-    singular="tfjob",
-    replica_field="tfReplicaSpecs",
-    replica_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
-    default_container="tensorflow",
-    port_name="tfjob-port",
-    port=2222,
-    add_default_port=True,
-    default_restart_policy="Never",
-    controller_name="tfjob-controller",
-    framework="tensorflow",
-    master_types=("Chief", "Master"),
-    worker0_is_master_fallback=True,
-    single_replica_types=("Chief", "Master"),
-    exclusive_types=("Chief", "Master"),
-)
-
-PYTORCHJOB = KindInfo(
-    kind="PyTorchJob",
-    plural="pytorchjobs",
-    singular="pytorchjob",
-    replica_field="pytorchReplicaSpecs",
-    replica_types=("Master", "Worker"),
-    default_container="pytorch",
-    port_name="pytorchjob-port",
-    port=23456,
-    add_default_port=True,
-    default_restart_policy="OnFailure",
-    controller_name="pytorchjob-controller",
-    framework="pytorch",
-    master_types=("Master",),
-    worker0_is_master_fallback=True,
-    single_replica_types=("Master",),
-    positive_replica_types=("Worker",),
-    scalable=True,
-)
-
-XGBOOSTJOB = KindInfo(
-    kind="XGBoostJob",
-    plural="xgboostjobs",
-    singular="xgboostjob",
-    replica_field="xgbReplicaSpecs",
-    replica_types=("Master", "Worker"),
-    default_container="xgboost",
-    port_name="xgboostjob-port",
-    port=9999,
-    add_default_port=True,
-    default_restart_policy="Never",
-    controller_name="xgboostjob-controller",
-    framework="xgboost",
-    master_types=("Master",),
-    worker0_is_master_fallback=False,
-    required_types=("Master",),
-    single_replica_types=("Master",),
-)
-
-MPIJOB = KindInfo(
-    kind="MPIJob",
-    plural="mpijobs",
-    singular="mpijob",
-    replica_field="mpiReplicaSpecs",
-    replica_types=("Launcher", "Worker"),
-    default_container="mpi",
-    port_name="mpi-port",
-    port=9999,
-    add_default_port=False,
-    default_restart_policy="Never",
-    controller_name="mpijob-controller",
-    framework="mpi",
-    master_types=("Launcher",),
-    worker0_is_master_fallback=False,
-    required_types=("Launcher",),
-    single_replica_types=("Launcher",),
-    default_replicas=MappingProxyType({"Launcher": 1, "Worker": 0}),
-    unindexed_types=("Launcher",),
-    extra_child_suffixes=("config", "launcher"),
-)
-
-PADDLEJOB = KindInfo(
-    kind="PaddleJob",
-    plural="paddlejobs",
-    singular="paddlejob",
-    replica_field="paddleReplicaSpecs",
-    replica_types=("Master", "Worker"),
-    default_container="paddle",
-    port_name="master",
-    port=36543,
-    add_default_port=True,
-    default_restart_policy="OnFailure",
-    controller_name="paddlejob-controller",
-    framework="paddle",
-    master_types=("Master",),
-    worker0_is_master_fallback=False,
-    scalable=True,
-)
-
-JAXJOB = KindInfo(
-    kind="JAXJob",
-    plural="jaxjobs",
-    singular="jaxjob",
-    replica_field="jaxReplicaSpecs",
-    replica_types=("Worker",),
-    default_container="jax",
-    port_name="jaxjob-port",
-    port=6666,
-    add_default_port=True,
-    default_restart_policy="Never",
-    controller_name="jaxjob-controller",
-    framework="jax",
-    master_types=(),
-    worker0_is_master_fallback=True,
-    scalable=True,
-)
-
-MXJOB = KindInfo(
-    kind="MXJob",
-    plural="mxjobs",
-    singular="mxjob",
-    replica_field="mxReplicaSpecs",
-    replica_types=("Scheduler", "Server", "Worker", "TunerTracker", "TunerServer", "Tuner"),
-    default_container="mxnet",
-    port_name="mxjob-port",
-    port=9091,
-    add_default_port=True,
-    default_restart_policy="Never",
-    controller_name="mxjob-controller",
-    framework="mxnet",
-    master_types=("Scheduler",),
-    worker0_is_master_fallback=False,
-    single_replica_types=("Scheduler",),
-    deprecated="MXJob was removed from Kubeflow Training Operator v1.9; served here with v1.8 semantics",
-)
-
-KINDS: Mapping[str, KindInfo] = MappingProxyType(
-    {k.kind: k for k in (TFJOB, PYTORCHJOB, XGBOOSTJOB, MPIJOB, PADDLEJOB, JAXJOB, MXJOB)}
-)
-BY_PLURAL: Mapping[str, KindInfo] = MappingProxyType({k.plural: k for k in KINDS.values()})
-
-
-class UnknownKindError(ValueError):
-    pass
-
-
-def kind_info(kind: str) -> KindInfo:
-    try:
-        return KINDS[kind]
-    except KeyError:
-        raise UnknownKindError(
-            f"unknown kind {kind!r}; expected one of {', '.join(KINDS)} (apiVersion kubeflow.org/v1)"
-        ) from None

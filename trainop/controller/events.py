@@ -1,94 +1,75 @@
 """The Kubernetes Events a sync implies, as data: Kubeflow's reasons, messages and types, derived from the
-status the hook received versus the one it returns and from the children it observed versus desires.
+status the hook received versus the one it decided and from the children it observed versus desires.
 
-Kubeflow records most events on every reconcile and lets client-go fold identical ones into one object
-with a growing count. A stateless hook cannot count reconciles, so each event here carries an
-`occurrence`: a value that is the same for every sync implying the same happening (a retry, a lagging
-cache) and differs for a genuinely new one (another pod uid, another transition time). The recorder
-turns a new occurrence of an existing event into a count bump, and a repeated one into nothing.
+Each event carries an `occurrence` (trainop.job.event), so a retried or lagging sync implies the same
+event again and the recorder writes nothing, while a genuinely new happening is counted. Where
+Kubeflow's controllers differ per kind, the framework says how (trainop.frameworks.base).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from trainop.api import constants as c
+from trainop.controller.decide import Decision, Failure
+from trainop.controller.observe import Observation
 from trainop.frameworks.base import Framework
 from trainop.job.conditions import find, finished
 from trainop.job.context import JobContext
-from trainop.job.observed import SERVICE, ObservedPod, objects
+from trainop.job.event import NORMAL, WARNING, Event
+from trainop.job.observed import SERVICE, ObservedPod
 
 Json = dict[str, Any]
 Children = Mapping[str, Mapping[str, Json]]
 
-NORMAL = "Normal"
-WARNING = "Warning"
-SERVICE_ACCOUNT = "ServiceAccount.v1"
-ROLE = "Role.rbac.authorization.k8s.io/v1"
-ROLE_BINDING = "RoleBinding.rbac.authorization.k8s.io/v1"
-# Kubeflow's MPI controller announces, on every reconcile, the launcher RBAC objects it found.
-MPI_EXISTING = (
-    (SERVICE_ACCOUNT, "ServiceAccount is exist", "ServiceAccount"),
-    (ROLE, "LauncherRole is exist", "LauncherRole"),
-    (ROLE_BINDING, "RoleBinding is exist", "RoleBinding"),
-)
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str
-    reason: str
-    message: str
-    # Same for every sync implying the same happening; differs for a new one (see the module doc).
-    occurrence: str
-    # Events about single children are rate-limited per job like client-go's; the job's own
-    # transitions (Succeeded, Failed, Suspended...) are always recorded.
-    about_child: bool = True
-
-    def name(self, job_name: str, job_uid: str) -> str:
-        """A deterministic object name: client-go's aggregation key (type, reason, message) per job uid."""
-        digest = hashlib.sha256(f"{job_uid}\n{self.type}\n{self.reason}\n{self.message}".encode())
-        return f"{job_name}.{digest.hexdigest()[:16]}"
-
 
 @dataclass(frozen=True)
 class SyncFacts:
-    """What one sync saw and decided, as far as events are concerned."""
+    """What one sync saw, decided and desires, as far as events are concerned."""
 
-    ctx: JobContext
-    fw: Framework
-    children: Children
-    pods: Sequence[ObservedPod]
-    previous: Json  # status received
-    status: Json  # status returned
+    obs: Observation
+    decision: Decision
     desired: Sequence[Json]
-    restarting: frozenset[str] = frozenset()  # failed pods being recreated
-    exit_code_failures: Sequence[tuple[str, ObservedPod]] = ()  # (replica type, pod) under ExitCode
+
+    @property
+    def ctx(self) -> JobContext:
+        return self.obs.ctx
+
+    @property
+    def fw(self) -> Framework:
+        return self.obs.fw
+
+    @property
+    def children(self) -> Children:
+        return self.obs.children
+
+    @property
+    def pods(self) -> Sequence[ObservedPod]:
+        return self.obs.pods
+
+    @property
+    def previous(self) -> Json:
+        """The status received."""
+        return self.obs.previous
+
+    @property
+    def status(self) -> Json:
+        """The status decided."""
+        return self.decision.status
 
 
-# The reason Kubeflow's DeleteJob records after deleting a job for its ttlSecondsAfterFinished: the
-# PyTorch, Paddle and JAX controllers reuse the pod reason, the others have their own.
-DELETE_POD_REASON_KINDS = frozenset({"PyTorchJob", "PaddleJob", "JAXJob"})
-# Kinds whose UpdateJobStatus adds a kind-level Restarting Warning only while the type is short of
-# replicas (failed > 0 && replicas > succeeded + running); XGBoost's and MPI's require failed > 0 only.
-SHORT_OF_REPLICAS_KINDS = DELETE_POD_REASON_KINDS
-# TFJob's UpdateJobStatus keeps the Restarting condition ReconcilePods set and records no event of its own.
-NO_KIND_RESTARTING_KINDS = frozenset({"TFJob"})
-
-
-def derive(facts: SyncFacts) -> list[Event]:
+def derive(obs: Observation, decision: Decision, desired: Sequence[Json]) -> list[Event]:
     """Every event this sync implies, in the order Kubeflow would record them."""
+    facts = SyncFacts(obs, decision, desired)
     before = list(facts.previous.get("conditions") or [])
     after = list(facts.status.get("conditions") or [])
     out = list(_suspension(facts, before, after))
     if not finished(before) and not facts.ctx.suspended:
         out += _abnormal_pods(facts.pods)
-        if facts.ctx.info.kind == "MPIJob":
-            out += _mpi_active(facts)
-        else:
+        out += facts.fw.active_events(facts.ctx, facts.children, facts.pods)
+        if facts.fw.reports_pod_outcomes:
             out += _pod_outcomes(facts)
     out += _children(facts)
     out += _conclusions(facts, before, after)
@@ -99,10 +80,9 @@ def invalid(kind: str, message: str) -> Event:
     return Event(WARNING, f"{kind}FailedValidation", message, "invalid", False)
 
 
-def deleted_job(kind: str, name: str) -> Event:
+def deleted_job(fw: Framework, name: str) -> Event:
     """Kubeflow's DeleteJob event, recorded once the job's ttlSecondsAfterFinished has expired."""
-    reason = "SuccessfulDeletePod" if kind in DELETE_POD_REASON_KINDS else "SuccessfulDeleteJob"
-    return Event(NORMAL, reason, f"Deleted job: {name}", "deleted", False)
+    return Event(NORMAL, fw.deleted_job_reason, f"Deleted job: {name}", "deleted", False)
 
 
 # ---- conditions ---------------------------------------------------------------------------------
@@ -131,27 +111,19 @@ def _suspension(facts: SyncFacts, before: list[Json], after: list[Json]) -> Iter
 
 def _conclusions(facts: SyncFacts, before: list[Json], after: list[Json]) -> Iterable[Event]:
     kind, ctx = facts.ctx.info.kind, facts.ctx
-    failing = {rtype for rtype, _ in facts.exit_code_failures}
     if not finished(before):
         yield from _kind_restarting(facts, after)
     succeeded = _became(before, after, c.SUCCEEDED, "True")
     if succeeded is not None:
         message = str((find(after, c.SUCCEEDED) or {}).get("message"))
-        if kind == "MPIJob":
-            # The launcher step records its own message under Kubeflow's plural-prefixed reason.
-            launcher = f"MPIJob {ctx.namespace}/{ctx.name} successfully completed."
-            yield Event(NORMAL, "mpijobsSucceeded", launcher, "succeeded", False)
+        yield from facts.fw.succeeded_events(ctx)
         yield Event(NORMAL, f"{kind}Succeeded", message, "succeeded", False)
     failed = _became(before, after, c.FAILED, "True")
     if failed is not None:
+        if facts.decision.failure is Failure.EXIT_CODE:
+            return  # recorded per pod as a Warning, with the pods' outcomes
         message = str((find(after, c.FAILED) or {}).get("message"))
-        if failing and message.startswith("job "):
-            return  # an ExitCode failure: recorded per pod as a Warning below the pods
-        if kind == "MPIJob":
-            pod = _launcher(facts)
-            if pod is not None and pod.phase == "Failed":
-                reason = str((pod.obj.get("status") or {}).get("reason") or "MPIJobFailed")
-                yield Event(WARNING, reason, f"MPIJob {ctx.namespace}/{ctx.name} has failed", "failed", False)
+        yield from facts.fw.failed_events(ctx, facts.pods)
         yield Event(NORMAL, f"{kind}Failed", message, "failed", False)
 
 
@@ -160,17 +132,17 @@ def _kind_restarting(facts: SyncFacts, after: list[Json]) -> Iterable[Event]:
     restarting policy: pods being recreated, and (Kubeflow reads only the policy, not the exit code)
     pods an ExitCode policy leaves failed for good. One occurrence per set of failed pods."""
     ctx, kind = facts.ctx, facts.ctx.info.kind
-    if kind in NO_KIND_RESTARTING_KINDS:
+    if not facts.fw.warns_restarting:
         return
     # A job finishing in this sync for another reason (success, backoffLimit) stops recreating pods.
-    recreated = frozenset() if finished(after) else facts.restarting
-    failing = {p.uid for _, p in facts.exit_code_failures}
+    recreated = frozenset() if finished(after) else facts.decision.restarting
+    failing = {p.uid for _, p in facts.decision.exit_code_failures}
     for rtype in ctx.replica_specs:
         own = [p for p in facts.pods if p.rtype_label == rtype.lower()]
         failed = sorted(p.uid for p in own if p.name in recreated or p.uid in failing)
         if not failed:
             continue
-        if kind in SHORT_OF_REPLICAS_KINDS:
+        if facts.fw.warns_restarting_only_when_short:
             up = sum(1 for p in own if p.phase == "Succeeded" or (p.phase == "Running" and not p.deleting))
             if ctx.replicas(rtype) <= up:
                 continue
@@ -182,7 +154,7 @@ def _kind_restarting(facts: SyncFacts, after: list[Json]) -> Iterable[Event]:
 def _pod_outcomes(facts: SyncFacts) -> Iterable[Event]:
     """Kubeflow's ReconcilePods: the exit code of every terminated pod, then its restart or failure."""
     ctx, kind = facts.ctx, facts.ctx.info.kind
-    failing = {p.uid for _, p in facts.exit_code_failures}
+    failing = {p.uid for _, p in facts.decision.exit_code_failures}
     types = {t.lower(): t for t in ctx.replica_specs}
     containers = {t: facts.fw.exit_code_container(ctx, t) for t in ctx.replica_specs}
     for pod in facts.pods:
@@ -193,7 +165,7 @@ def _pod_outcomes(facts: SyncFacts) -> Iterable[Event]:
         if code is not None:
             message = f"Pod: {ctx.namespace}.{pod.name} exited with code {code}"
             yield Event(NORMAL, "ExitedWithCode", message, f"{pod.uid}:{code}")
-        if pod.name in facts.restarting:
+        if pod.name in facts.decision.restarting:
             message = f"job {ctx.name} is restarting because {rtype} replica(s) failed."
             yield Event(WARNING, f"{kind}Restarting", message, pod.uid)
         elif pod.uid in failing:
@@ -250,27 +222,6 @@ def _container_trouble(pod: ObservedPod, ctr: Json) -> Iterable[Event]:
         yield Event(WARNING, str(waiting.get("reason") or ""), message, f"{pod.uid}:{name}:{restarts}")
 
 
-def _launcher(facts: SyncFacts) -> ObservedPod | None:
-    name = facts.ctx.info.pod_name(facts.ctx.name, "Launcher", 0)
-    return next((p for p in facts.pods if p.name == name), None)
-
-
-def _mpi_active(facts: SyncFacts) -> Iterable[Event]:
-    """Kubeflow's MPI ReconcilePods: it reports the RBAC it found and a launcher running with its workers."""
-    ctx = facts.ctx
-    launcher = _launcher(facts)
-    if launcher is not None and launcher.phase in ("Succeeded", "Failed"):
-        return
-    for key, reason, label in MPI_EXISTING:
-        for obj in objects(facts.children, key):
-            meta = obj["metadata"]
-            yield Event(NORMAL, reason, f"{label}: {meta['name']}", str(meta.get("uid") or meta["name"]))
-    workers = [p for p in facts.pods if p.rtype_label == "worker"]
-    if launcher is not None and launcher.phase == "Running" and all(p.phase == "Running" for p in workers):
-        message = f"MPIJob {ctx.namespace}/{ctx.name} is running"
-        yield Event(NORMAL, "MPIJobRunning", message, launcher.uid, False)
-
-
 # ---- children -----------------------------------------------------------------------------------
 def _children(facts: SyncFacts) -> Iterable[Event]:
     """Created and deleted pods, services and PodGroups: the desired set against the observed one."""
@@ -298,7 +249,7 @@ def _children(facts: SyncFacts) -> Iterable[Event]:
         if (template.get("spec") or {}).get("restartPolicy"):
             message = "Restart policy in pod template will be overwritten by restart policy in replica spec"
             yield Event(WARNING, "SetPodTemplateRestartPolicy", message, occurrence)
-        yield _created_pod(ctx, rtype, name, occurrence)
+        yield facts.fw.created_pod_event(ctx, rtype, name, occurrence)
     for pod in facts.pods:
         if ("Pod", pod.name) not in desired and not pod.deleting:
             yield Event(NORMAL, "SuccessfulDeletePod", f"Deleted pod: {pod.name}", pod.uid)
@@ -324,11 +275,3 @@ def _label(obj: Json) -> str | None:
     labels = obj["metadata"].get("labels") or {}
     value = labels.get(c.LABEL_REPLICA_TYPE)
     return str(value) if value is not None else None
-
-
-def _created_pod(ctx: JobContext, rtype: str | None, name: str, occurrence: str) -> Event:
-    if ctx.info.kind == "MPIJob":
-        if rtype == "Launcher":
-            return Event(NORMAL, "MPIJobRunning", f"launcher pod created success: {name}", occurrence)
-        return Event(NORMAL, "SuccessfulCreatePod", f"Created worker pod: {name}", occurrence)
-    return Event(NORMAL, "SuccessfulCreatePod", f"Created pod: {name}", occurrence)

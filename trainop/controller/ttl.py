@@ -1,9 +1,10 @@
-"""Whether to delete a job whose ttlSecondsAfterFinished expired, judged on the apiserver's copy alone.
+"""ttlSecondsAfterFinished: the one computation of a finished job's remaining time, and whether to delete.
 
-The body of a `/sync` call is only a claim: anyone who can reach the hook Service can POST a finished,
-expired copy of a running job with its real uid. Deleting is the one thing the hook does with its own
-credentials, so the decision reads every fact from the copy the hook fetched itself; the claimed job
-only names which object (and which uid) the caller meant.
+The sync computes the remaining time to ask Metacontroller for a resync when it runs out. Deleting is
+judged on the apiserver's copy alone: the body of a `/sync` call is only a claim, and anyone who can
+reach the hook Service can POST a finished, expired copy of a running job with its real uid. Deleting is
+the one thing the hook does with its own credentials, so `verdict` reads every fact from the copy the
+hook fetched itself; the claimed job only names which object (and which uid) the caller meant.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from trainop.admission.admit import managed_elsewhere
 from trainop.api import constants as c
 from trainop.api.jsonpath import dig
 from trainop.api.times import parse_timestamp
-from trainop.controller.sync import managed_elsewhere
 from trainop.job.conditions import is_true
 
 Json = dict[str, Any]
@@ -23,6 +24,21 @@ Json = dict[str, Any]
 # writes the finished status after the hook answers, and that write triggers a sync of its own, so
 # this is only a safety net.
 PENDING_RETRY_SECONDS = 5.0
+
+
+def ttl_seconds(run_policy: Any) -> int | None:
+    """spec.runPolicy.ttlSecondsAfterFinished when it is a usable value (a job that bypassed validation
+    may carry anything there)."""
+    ttl = run_policy.get("ttlSecondsAfterFinished") if isinstance(run_policy, dict) else None
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+        return None
+    return ttl
+
+
+def remaining(ttl: int, completed: str, now: datetime) -> float:
+    """Seconds until the TTL of a job completed at `completed` runs out; zero or less once it has.
+    Raises ValueError for a completion time that is not a Kubernetes timestamp."""
+    return (parse_timestamp(completed) - now).total_seconds() + ttl
 
 
 @dataclass(frozen=True)
@@ -45,9 +61,9 @@ def verdict(claimed: Json, server: Json | None, now: datetime) -> Verdict:
         return Verdict(False, "the job is already being deleted")
     if managed_elsewhere(server):
         return Verdict(False, "the job is managed by another controller")
-    run_policy = dig(server, "spec", "runPolicy") or {}
-    ttl = run_policy.get("ttlSecondsAfterFinished") if isinstance(run_policy, dict) else None
-    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+    run_policy = dig(server, "spec", "runPolicy")
+    ttl = ttl_seconds(run_policy)
+    if ttl is None:
         return Verdict(False, "the apiserver's job has no ttlSecondsAfterFinished")
     if run_policy.get("suspend") is True:
         return Verdict(False, "the job is suspended")
@@ -57,10 +73,9 @@ def verdict(claimed: Json, server: Json | None, now: datetime) -> Verdict:
     if not (is_true(conditions, c.SUCCEEDED) or is_true(conditions, c.FAILED)) or not completed:
         return Verdict(False, "the apiserver's job has not finished (yet)", PENDING_RETRY_SECONDS)
     try:
-        finished_at = parse_timestamp(str(completed))
+        left = remaining(ttl, str(completed), now)
     except ValueError:
         return Verdict(False, f"the apiserver's job has an unreadable completionTime {completed!r}")
-    remaining = (finished_at - now).total_seconds() + ttl
-    if remaining > 0:
-        return Verdict(False, "the apiserver's job has not reached its TTL", round(remaining, 3))
+    if left > 0:
+        return Verdict(False, "the apiserver's job has not reached its TTL", round(left, 3))
     return Verdict(True)

@@ -1,7 +1,14 @@
-"""One module per framework; this registry is the only place that maps a kind to its behaviour."""
+"""The one table of kinds: each framework module holds everything specific to its kind, registered here.
+
+Nothing outside this package names a kind or a replica type; generic code asks the registry.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from trainop.api.kinds import KindInfo, UnknownKindError
 from trainop.frameworks.base import Framework
 from trainop.frameworks.jax import Jax
 from trainop.frameworks.mpi import MPI
@@ -11,10 +18,20 @@ from trainop.frameworks.pytorch import PyTorch
 from trainop.frameworks.tensorflow import TensorFlow
 from trainop.frameworks.xgboost import XGBoost
 
-FRAMEWORKS: dict[str, Framework] = {
-    fw.info.kind: fw for fw in (TensorFlow(), PyTorch(), XGBoost(), MPI(), Paddle(), Jax(), MXNet())
-}
+FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
+    {fw.info.kind: fw for fw in (TensorFlow(), PyTorch(), XGBoost(), MPI(), Paddle(), Jax(), MXNet())}
+)
+KINDS: Mapping[str, KindInfo] = MappingProxyType({kind: fw.info for kind, fw in FRAMEWORKS.items()})
 
 
 def framework(kind: str) -> Framework:
-    return FRAMEWORKS[kind]
+    try:
+        return FRAMEWORKS[kind]
+    except KeyError:
+        raise UnknownKindError(
+            f"unknown kind {kind!r}; expected one of {', '.join(KINDS)} (apiVersion kubeflow.org/v1)"
+        ) from None
+
+
+def kind_info(kind: str) -> KindInfo:
+    return framework(kind).info

@@ -1,4 +1,9 @@
-"""What a framework may change about a job's children and its status; defaults are Kubeflow's common path."""
+"""Everything a framework may add to or change about the common path, which the base class implements.
+
+A framework module subclasses `Framework` and overrides only what differs for its kind: its facts
+(`info`), its spec model, extra defaulting and validation, the environment and children of its pods, its
+success rule, and the places where Kubeflow's controller for that kind records other Events.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainop.api import constants as c
+from trainop.api.checks import Result
 from trainop.api.kinds import KindInfo
+from trainop.api.models import Model
 from trainop.job.context import JobContext
+from trainop.job.event import NORMAL, Event
 from trainop.job.observed import ObservedPod
 
 Json = dict[str, Any]
@@ -27,10 +35,17 @@ class Counts:
     failed: int = 0
 
 
+Children = Mapping[str, Mapping[str, Json]]
+
+
 class Framework:
     """The common behaviour; each framework module subclasses it and overrides what differs."""
 
     info: KindInfo
+    spec_model: type[Model]
+    # Validation requires a container named `info.default_container` in every replica's template: the
+    # operator injects its environment and port into it (not MPI, whose controller uses the first one).
+    requires_default_container = True
     has_services = True
     # Replica restartPolicies under which a failed pod is recreated instead of failing the job
     # (ExitCode only for retryable exit codes).
@@ -39,6 +54,16 @@ class Framework:
     qualified_messages = False
     # Suffix after the kind in the Failed reason when replicas fail (not for limits or ExitCode).
     failed_reason = "Failed"
+
+    # ---- admission --------------------------------------------------------------------------------
+    def default_spec(self, spec: Json, run_policy: Json) -> None:
+        """Defaults beyond the common ones, applied in place to the copy being defaulted. Malformed
+        input is left as it is, for validation to report."""
+        return None
+
+    def check_spec(self, spec: Json, result: Result) -> None:
+        """Validation beyond the common rules and the spec model's types."""
+        return None
 
     # ---- children ---------------------------------------------------------------------------------
     def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
@@ -67,12 +92,13 @@ class Framework:
         present = [t for t in self.info.master_types if ctx.has(t)]
         if present:
             return rtype in present
-        return self.info.worker0_is_master_fallback and rtype == "Worker" and index == 0
+        return self.info.worker0_is_master_fallback and rtype == self.info.worker_type and index == 0
 
     def leader_types(self, ctx: JobContext) -> list[str]:
         """Replica types whose state decides Running and Succeeded."""
         present = [t for t in self.info.master_types if ctx.has(t)]
-        return present or (["Worker"] if ctx.has("Worker") else [])
+        worker = self.info.worker_type
+        return present or ([worker] if ctx.has(worker) else [])
 
     def succeeded(self, ctx: JobContext, counts: dict[str, Counts], pods: Sequence[ObservedPod]) -> bool:
         leaders = [t for t in self.leader_types(ctx) if ctx.replicas(t) > 0]
@@ -105,6 +131,65 @@ class Framework:
 
     def failed_message(self, ctx: JobContext, rtype: str, n: int) -> str:
         return f"{self.info.kind} {ctx.name} is failed because {n} {rtype} replica(s) failed."
+
+    # ---- events: where Kubeflow's controller for this kind records other ones ---------------------
+    # The reason its DeleteJob records once ttlSecondsAfterFinished has deleted the job.
+    deleted_job_reason = "SuccessfulDeleteJob"
+    # Whether its UpdateJobStatus warns Restarting per replica type with failed pods under a restarting
+    # policy, and whether only while the type is short of replicas (failed > 0 and replicas > succeeded +
+    # running) or whenever one failed.
+    warns_restarting = True
+    warns_restarting_only_when_short = False
+    # Whether its ReconcilePods reports every terminated pod's exit code and its restart or failure.
+    reports_pod_outcomes = True
+
+    def active_events(self, ctx: JobContext, children: Children, pods: Sequence[ObservedPod]) -> list[Event]:
+        """Events of a sync of an active job besides those about abnormal pods and pod outcomes."""
+        return []
+
+    def created_pod_event(self, ctx: JobContext, rtype: str | None, name: str, occurrence: str) -> Event:
+        return Event(NORMAL, "SuccessfulCreatePod", f"Created pod: {name}", occurrence)
+
+    def succeeded_events(self, ctx: JobContext) -> list[Event]:
+        """Events recorded before the job's own Succeeded event."""
+        return []
+
+    def failed_events(self, ctx: JobContext, pods: Sequence[ObservedPod]) -> list[Event]:
+        """Events recorded before the job's own Failed event (not for ExitCode failures)."""
+        return []
+
+
+def default_elastic_bounds(spec: Json, worker_replicas: Any) -> None:
+    """spec.elasticPolicy's missing bound copies the other one, or both take the worker count."""
+    elastic = spec.get("elasticPolicy")
+    if not isinstance(elastic, dict):
+        return
+    lo, hi = elastic.get("minReplicas"), elastic.get("maxReplicas")
+    if lo is None and hi is not None:
+        elastic["minReplicas"] = hi
+    elif hi is None and lo is not None:
+        elastic["maxReplicas"] = lo
+    elif lo is None and hi is None and isinstance(worker_replicas, int):
+        elastic["minReplicas"] = elastic["maxReplicas"] = worker_replicas
+
+
+def check_elastic_bounds(result: Result, elastic: Json) -> None:
+    """spec.elasticPolicy's replica bounds, as the PyTorch and Paddle webhooks check them."""
+    lo, hi = elastic.get("minReplicas"), elastic.get("maxReplicas")
+    if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+        result.error(
+            "spec.elasticPolicy.minReplicas",
+            f"Invalid value: {lo}: must be less than or equal to spec.elasticPolicy.maxReplicas ({hi})",
+        )
+    if isinstance(lo, int) and lo < 1:
+        result.error("spec.elasticPolicy.minReplicas", f"Invalid value: {lo}: must be at least 1")
+
+
+def replicas_of(spec: Json, replica_field: str, rtype: str) -> Any:
+    """The raw `replicas` of one replica type, before defaulting has filled it in."""
+    specs = spec.get(replica_field)
+    rspec = specs.get(rtype) if isinstance(specs, dict) else None
+    return rspec.get("replicas") if isinstance(rspec, dict) else None
 
 
 def master_role_label(is_master: bool) -> dict[str, str]:

@@ -2,14 +2,44 @@
 
 from __future__ import annotations
 
-from trainop.api.kinds import JAXJOB
+from pydantic import Field
+
+from trainop.api.kinds import KindInfo
+from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import Framework, Json, env
 from trainop.job.context import JobContext
+
+JAXJOB = KindInfo(
+    kind="JAXJob",
+    plural="jaxjobs",
+    singular="jaxjob",
+    replica_field="jaxReplicaSpecs",
+    replica_types=("Worker",),
+    default_container="jax",
+    port_name="jaxjob-port",
+    port=6666,
+    add_default_port=True,
+    default_restart_policy="Never",
+    controller_name="jaxjob-controller",
+    framework="jax",
+    master_types=(),
+    worker0_is_master_fallback=True,
+    worker_type="Worker",
+    scalable=True,
+)
+
+
+class JAXJobSpec(Model):
+    run_policy: RunPolicy | None = optional("Run policy of the job.", "runPolicy")
+    jax_replica_specs: ReplicaSpecs = Field(description="Worker.", alias="jaxReplicaSpecs")
 
 
 class Jax(Framework):
     info = JAXJOB
+    spec_model = JAXJobSpec
     qualified_messages = True
+    deleted_job_reason = "SuccessfulDeletePod"
+    warns_restarting_only_when_short = True
 
     def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
         return [

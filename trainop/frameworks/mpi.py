@@ -3,17 +3,72 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
-from trainop.api.kinds import MPIJOB
-from trainop.frameworks.base import Framework, Json, env
+from pydantic import Field
+
+from trainop.api import constants as c
+from trainop.api.checks import Result, check_enum
+from trainop.api.kinds import ChildType, KindInfo
+from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
+from trainop.frameworks.base import Children, Framework, Json, env
 from trainop.job.context import JobContext
-from trainop.job.observed import ObservedPod
+from trainop.job.event import NORMAL, WARNING, Event
+from trainop.job.observed import ObservedPod, objects
+
+MPIJOB = KindInfo(
+    kind="MPIJob",
+    plural="mpijobs",
+    singular="mpijob",
+    replica_field="mpiReplicaSpecs",
+    replica_types=("Launcher", "Worker"),
+    default_container="mpi",
+    port_name="mpi-port",
+    port=9999,
+    add_default_port=False,
+    default_restart_policy="Never",
+    controller_name="mpijob-controller",
+    framework="mpi",
+    master_types=("Launcher",),
+    worker0_is_master_fallback=False,
+    worker_type="Worker",
+    required_types=("Launcher",),
+    single_replica_types=("Launcher",),
+    default_replicas=MappingProxyType({"Launcher": 1, "Worker": 0}),
+    unindexed_types=("Launcher",),
+    extra_child_suffixes=("config", "launcher"),
+    # The hostfile ConfigMap and the Role's rules follow the job; a RoleBinding's roleRef is immutable
+    # and a ServiceAccount carries nothing we change.
+    extra_children=(
+        ChildType("v1", "configmaps", "InPlace"),
+        ChildType("v1", "serviceaccounts", "OnDelete"),
+        ChildType("rbac.authorization.k8s.io/v1", "roles", "InPlace"),
+        ChildType("rbac.authorization.k8s.io/v1", "rolebindings", "OnDelete"),
+    ),
+)
+
 
 CONFIG_VOLUME = "mpi-job-config"
 KUBECTL_VOLUME = "mpi-job-kubectl"
 CONFIG_DIR = "/etc/mpi"
 KUBECTL_DIR = "/opt/kube"
 SERVICE_ACCOUNT = "ServiceAccount.v1"
+ROLE = "Role.rbac.authorization.k8s.io/v1"
+ROLE_BINDING = "RoleBinding.rbac.authorization.k8s.io/v1"
+# Kubeflow's MPI controller announces, on every reconcile, the launcher RBAC objects it found.
+EXISTING_RBAC = (
+    (SERVICE_ACCOUNT, "ServiceAccount is exist", "ServiceAccount"),
+    (ROLE, "LauncherRole is exist", "LauncherRole"),
+    (ROLE_BINDING, "RoleBinding is exist", "RoleBinding"),
+)
+
+
+class MPIJobSpec(Model):
+    slots_per_worker: int | None = optional("Slots per worker in the hostfile (default 1).", "slotsPerWorker")
+    clean_pod_policy: str | None = optional("Legacy copy of runPolicy.cleanPodPolicy.", "cleanPodPolicy")
+    mpi_replica_specs: ReplicaSpecs = Field(description="Launcher and Worker.", alias="mpiReplicaSpecs")
+    main_container: str | None = optional("Container kubexec.sh execs into.", "mainContainer")
+    run_policy: RunPolicy | None = optional("Run policy of the job.", "runPolicy")
 
 
 def _merge_slots(hosts: Sequence[str], slots: int) -> list[tuple[str, int]]:
@@ -31,10 +86,73 @@ def _is_gpu_resource(name: str) -> bool:
 
 class MPI(Framework):
     info = MPIJOB
+    spec_model = MPIJobSpec
+    # Kubeflow's MPIJob controller (it has no webhook) works on the first container whatever its name.
+    requires_default_container = False
     has_services = False
     recreate_policies = ("ExitCode",)
     # Kubeflow nests NewReason twice here: "MPIJobMPIJobFailed" is what its users and tools see.
     failed_reason = "MPIJobFailed"
+    reports_pod_outcomes = False
+
+    # ---- admission --------------------------------------------------------------------------------
+    def default_spec(self, spec: Json, run_policy: Json) -> None:
+        # MPIJob keeps a legacy top-level cleanPodPolicy; runPolicy's wins and both end up equal.
+        value = run_policy.get("cleanPodPolicy") or spec.get("cleanPodPolicy") or "None"
+        run_policy["cleanPodPolicy"] = value
+        spec["cleanPodPolicy"] = value
+
+    def check_spec(self, spec: Json, result: Result) -> None:
+        check_enum(result, "spec.cleanPodPolicy", spec.get("cleanPodPolicy"), c.CLEAN_POD_POLICIES)
+        slots = spec.get("slotsPerWorker")
+        if isinstance(slots, int) and slots < 1:
+            result.error("spec.slotsPerWorker", f"Invalid value: {slots}: must be at least 1")
+
+    # ---- events -----------------------------------------------------------------------------------
+    def _launcher(self, ctx: JobContext, pods: Sequence[ObservedPod]) -> ObservedPod | None:
+        name = self.launcher_name(ctx)
+        return next((p for p in pods if p.name == name), None)
+
+    def active_events(self, ctx: JobContext, children: Children, pods: Sequence[ObservedPod]) -> list[Event]:
+        """Kubeflow's MPI ReconcilePods: the RBAC it found, and a launcher running with its workers."""
+        launcher = self._launcher(ctx, pods)
+        if launcher is not None and launcher.phase in ("Succeeded", "Failed"):
+            return []
+        out = []
+        for key, reason, label in EXISTING_RBAC:
+            for obj in objects(children, key):
+                meta = obj["metadata"]
+                out.append(
+                    Event(NORMAL, reason, f"{label}: {meta['name']}", str(meta.get("uid") or meta["name"]))
+                )
+        workers = [p for p in pods if p.rtype_label == "worker"]
+        if (
+            launcher is not None
+            and launcher.phase == "Running"
+            and all(p.phase == "Running" for p in workers)
+        ):
+            message = f"MPIJob {ctx.namespace}/{ctx.name} is running"
+            out.append(Event(NORMAL, "MPIJobRunning", message, launcher.uid, False))
+        return out
+
+    def created_pod_event(self, ctx: JobContext, rtype: str | None, name: str, occurrence: str) -> Event:
+        if rtype == "Launcher":
+            return Event(NORMAL, "MPIJobRunning", f"launcher pod created success: {name}", occurrence)
+        return Event(NORMAL, "SuccessfulCreatePod", f"Created worker pod: {name}", occurrence)
+
+    def succeeded_events(self, ctx: JobContext) -> list[Event]:
+        # The launcher step records its own message under Kubeflow's plural-prefixed reason.
+        message = f"MPIJob {ctx.namespace}/{ctx.name} successfully completed."
+        return [Event(NORMAL, "mpijobsSucceeded", message, "succeeded", False)]
+
+    def failed_events(self, ctx: JobContext, pods: Sequence[ObservedPod]) -> list[Event]:
+        pod = self._launcher(ctx, pods)
+        if pod is None or pod.phase != "Failed":
+            return []
+        reason = str((pod.obj.get("status") or {}).get("reason") or "MPIJobFailed")
+        return [Event(WARNING, reason, f"MPIJob {ctx.namespace}/{ctx.name} has failed", "failed", False)]
+
+    # ---- children and status ----------------------------------------------------------------------
 
     def settled_statuses(self, ctx: JobContext, statuses: Json, pods: Sequence[ObservedPod]) -> Json:
         # Once the launcher is done Kubeflow stops listing workers and resets their status to {}.

@@ -4,15 +4,54 @@ from __future__ import annotations
 
 import json
 
-from trainop.api.kinds import MXJOB
+from pydantic import Field
+
+from trainop.api.checks import Result, check_enum
+from trainop.api.kinds import KindInfo
+from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import Framework, Json, env
 from trainop.job.context import JobContext
+
+MXJOB = KindInfo(
+    kind="MXJob",
+    plural="mxjobs",
+    singular="mxjob",
+    replica_field="mxReplicaSpecs",
+    replica_types=("Scheduler", "Server", "Worker", "TunerTracker", "TunerServer", "Tuner"),
+    default_container="mxnet",
+    port_name="mxjob-port",
+    port=9091,
+    add_default_port=True,
+    default_restart_policy="Never",
+    controller_name="mxjob-controller",
+    framework="mxnet",
+    master_types=("Scheduler",),
+    worker0_is_master_fallback=False,
+    worker_type="Worker",
+    single_replica_types=("Scheduler",),
+    deprecated="MXJob was removed from Kubeflow Training Operator v1.9; served here with v1.8 semantics",
+)
+JOB_MODES = ("MXTrain", "MXTune")
+
+
+class MXJobSpec(Model):
+    run_policy: RunPolicy | None = optional("Run policy of the job.", "runPolicy")
+    job_mode: str | None = optional("MXTrain or MXTune.", "jobMode")
+    mx_replica_specs: ReplicaSpecs = Field(
+        description="Scheduler, Server, Worker, TunerTracker, TunerServer and Tuner.", alias="mxReplicaSpecs"
+    )
+
 
 TUNER_KEY_ANNOTATION = "mxnet.kubeflow.org/tuner-server-key"
 
 
 class MXNet(Framework):
     info = MXJOB
+    spec_model = MXJobSpec
+
+    def check_spec(self, spec: Json, result: Result) -> None:
+        check_enum(result, "spec.jobMode", spec.get("jobMode"), JOB_MODES)
+
     recreate_policies = ("ExitCode",)
 
     def leader_types(self, ctx: JobContext) -> list[str]:

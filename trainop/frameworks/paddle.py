@@ -2,13 +2,71 @@
 
 from __future__ import annotations
 
-from trainop.api.kinds import PADDLEJOB
-from trainop.frameworks.base import Framework, Json, env
+from typing import Any
+
+from pydantic import Field
+
+from trainop.api.checks import Result
+from trainop.api.kinds import KindInfo
+from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
+from trainop.frameworks.base import (
+    Framework,
+    Json,
+    check_elastic_bounds,
+    default_elastic_bounds,
+    env,
+    replicas_of,
+)
 from trainop.job.context import JobContext
+
+PADDLEJOB = KindInfo(
+    kind="PaddleJob",
+    plural="paddlejobs",
+    singular="paddlejob",
+    replica_field="paddleReplicaSpecs",
+    replica_types=("Master", "Worker"),
+    default_container="paddle",
+    port_name="master",
+    port=36543,
+    add_default_port=True,
+    default_restart_policy="OnFailure",
+    controller_name="paddlejob-controller",
+    framework="paddle",
+    master_types=("Master",),
+    worker0_is_master_fallback=False,
+    worker_type="Worker",
+    scalable=True,
+)
+
+
+class PaddleElasticPolicy(Model):
+    min_replicas: int | None = optional("Lower bound of Worker replicas.", "minReplicas")
+    max_replicas: int | None = optional("Upper bound of Worker replicas.", "maxReplicas")
+    max_restarts: int | None = optional("Maximum restarts.", "maxRestarts")
+    metrics: list[dict[str, Any]] | None = optional("autoscaling/v2 MetricSpecs.")
+
+
+class PaddleJobSpec(Model):
+    run_policy: RunPolicy | None = optional("Run policy of the job.", "runPolicy")
+    elastic_policy: PaddleElasticPolicy | None = optional(
+        "Elastic policy (defaulted, not acted on).", "elasticPolicy"
+    )
+    paddle_replica_specs: ReplicaSpecs = Field(description="Master and Worker.", alias="paddleReplicaSpecs")
 
 
 class Paddle(Framework):
     info = PADDLEJOB
+    spec_model = PaddleJobSpec
+    deleted_job_reason = "SuccessfulDeletePod"
+    warns_restarting_only_when_short = True
+
+    def default_spec(self, spec: Json, run_policy: Json) -> None:
+        default_elastic_bounds(spec, replicas_of(spec, self.info.replica_field, "Worker"))
+
+    def check_spec(self, spec: Json, result: Result) -> None:
+        elastic = spec.get("elasticPolicy")
+        if isinstance(elastic, dict):
+            check_elastic_bounds(result, elastic)
 
     def qualified(self, ctx: JobContext) -> bool:
         # Kubeflow switches on whether a Master spec exists: worker-only jobs get `<ns>/<name>`.

@@ -2,19 +2,125 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from typing import Any
+
+from pydantic import Field
 
 from trainop.api import constants as c
-from trainop.api.kinds import PYTORCHJOB
-from trainop.frameworks.base import Counts, Framework, Json, env
+from trainop.api.checks import Result, check_enum
+from trainop.api.kinds import ChildType, KindInfo
+from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
+from trainop.frameworks.base import (
+    Counts,
+    Framework,
+    Json,
+    check_elastic_bounds,
+    default_elastic_bounds,
+    env,
+    replicas_of,
+)
 from trainop.job.context import JobContext
 from trainop.job.observed import ObservedPod
 
-HPA_KEY = "HorizontalPodAutoscaler.autoscaling/v2"
+PYTORCHJOB = KindInfo(
+    kind="PyTorchJob",
+    plural="pytorchjobs",
+    singular="pytorchjob",
+    replica_field="pytorchReplicaSpecs",
+    replica_types=("Master", "Worker"),
+    default_container="pytorch",
+    port_name="pytorchjob-port",
+    port=23456,
+    add_default_port=True,
+    default_restart_policy="OnFailure",
+    controller_name="pytorchjob-controller",
+    framework="pytorch",
+    master_types=("Master",),
+    worker0_is_master_fallback=True,
+    worker_type="Worker",
+    single_replica_types=("Master",),
+    positive_replica_types=("Worker",),
+    scalable=True,
+    extra_children=(ChildType("autoscaling/v2", "horizontalpodautoscalers", "InPlace"),),
+)
+RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
+NPROC_WORDS = ("auto", "cpu", "gpu")
+# ASCII digits only: str.isdigit() also accepts "²", which int() then rejects with an exception.
+POSITIVE_INT = re.compile(r"0*[1-9][0-9]*")
+
+
+class RDZVConf(Model):
+    key: str | None = optional("Rendezvous configuration key.")
+    value: str | None = optional("Rendezvous configuration value.")
+
+
+class ElasticPolicy(Model):
+    min_replicas: int | None = optional(
+        "Lower bound of Worker replicas (torchrun --nnodes min).", "minReplicas"
+    )
+    max_replicas: int | None = optional(
+        "Upper bound of Worker replicas (torchrun --nnodes max).", "maxReplicas"
+    )
+    rdzv_backend: str | None = optional("Rendezvous backend: c10d, etcd or etcd-v2.", "rdzvBackend")
+    rdzv_port: int | None = optional("Rendezvous port; defaults to the Worker's pytorchjob-port.", "rdzvPort")
+    rdzv_host: str | None = optional("Rendezvous host; defaults to <job>-worker-0.", "rdzvHost")
+    rdzv_id: str | None = optional("Rendezvous id (PET_RDZV_ID).", "rdzvId")
+    rdzv_conf: list[RDZVConf] | None = optional("Extra rendezvous configuration (PET_RDZV_CONF).", "rdzvConf")
+    standalone: bool | None = optional("Start a local standalone rendezvous backend (PET_STANDALONE).")
+    n_proc_per_node: int | None = optional("Deprecated: use spec.nprocPerNode.", "nProcPerNode")
+    max_restarts: int | None = optional("torchrun --max-restarts (PET_MAX_RESTARTS).", "maxRestarts")
+    metrics: list[dict[str, Any]] | None = optional(
+        "autoscaling/v2 MetricSpecs; when set an HorizontalPodAutoscaler scales the Worker replicas."
+    )
+
+
+class PyTorchJobSpec(Model):
+    run_policy: RunPolicy | None = optional("Run policy of the job.", "runPolicy")
+    elastic_policy: ElasticPolicy | None = optional("torchrun elastic training.", "elasticPolicy")
+    pytorch_replica_specs: ReplicaSpecs = Field(description="Master and Worker.", alias="pytorchReplicaSpecs")
+    nproc_per_node: str | None = optional("Processes per pod: auto, cpu, gpu or an integer.", "nprocPerNode")
 
 
 class PyTorch(Framework):
     info = PYTORCHJOB
+    spec_model = PyTorchJobSpec
+    deleted_job_reason = "SuccessfulDeletePod"
+    warns_restarting_only_when_short = True
+
+    def default_spec(self, spec: Json, run_policy: Json) -> None:
+        default_elastic_bounds(spec, replicas_of(spec, self.info.replica_field, "Worker"))
+        elastic = spec.get("elasticPolicy")
+        deprecated_nproc = isinstance(elastic, dict) and elastic.get("nProcPerNode") is not None
+        if spec.get("nprocPerNode") is None and not deprecated_nproc:
+            spec["nprocPerNode"] = "auto"
+
+    def check_spec(self, spec: Json, result: Result) -> None:
+        nproc = spec.get("nprocPerNode")
+        if isinstance(nproc, str) and nproc not in NPROC_WORDS and not POSITIVE_INT.fullmatch(nproc):
+            result.error(
+                "spec.nprocPerNode",
+                f'Invalid value: "{nproc}": must be "auto", "cpu", "gpu" or a positive integer such as "4"',
+            )
+        elastic = spec.get("elasticPolicy")
+        if not isinstance(elastic, dict):
+            return
+        replicas: Any = spec.get(self.info.replica_field)
+        if isinstance(replicas, dict) and not any(self.info.canonical_type(k) == "Worker" for k in replicas):
+            result.error(
+                f"spec.{self.info.replica_field}[Worker]",
+                "Required value: must be configured if elastic policy is used",
+            )
+        check_elastic_bounds(result, elastic)
+        check_enum(result, "spec.elasticPolicy.rdzvBackend", elastic.get("rdzvBackend"), RDZV_BACKENDS)
+        if elastic.get("nProcPerNode") is not None:
+            result.warnings.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode")
+            if nproc is not None:
+                result.error(
+                    "spec.elasticPolicy.nProcPerNode",
+                    "Forbidden: must not be used with spec.nprocPerNode; remove one of them",
+                )
 
     def qualified(self, ctx: JobContext) -> bool:
         # Kubeflow switches on whether a Master spec exists: worker-only jobs get `<ns>/<name>`.

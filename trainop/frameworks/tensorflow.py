@@ -5,10 +5,46 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from trainop.api.kinds import TFJOB
+from pydantic import Field
+
+from trainop.api.checks import Result, check_enum
+from trainop.api.kinds import KindInfo
+from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import Counts, Framework, Json, env
 from trainop.job.context import JobContext
 from trainop.job.observed import ObservedPod
+
+TFJOB = KindInfo(
+    kind="TFJob",
+    plural="tfjobs",
+    singular="tfjob",
+    replica_field="tfReplicaSpecs",
+    replica_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
+    default_container="tensorflow",
+    port_name="tfjob-port",
+    port=2222,
+    add_default_port=True,
+    default_restart_policy="Never",
+    controller_name="tfjob-controller",
+    framework="tensorflow",
+    master_types=("Chief", "Master"),
+    worker0_is_master_fallback=True,
+    worker_type="Worker",
+    single_replica_types=("Chief", "Master"),
+    exclusive_types=("Chief", "Master"),
+)
+SUCCESS_POLICIES = ("", "AllWorkers")
+
+
+class TFJobSpec(Model):
+    run_policy: RunPolicy | None = optional("Run policy of the job.", "runPolicy")
+    success_policy: str | None = optional('"" (chief or worker 0 decides) or AllWorkers.', "successPolicy")
+    tf_replica_specs: ReplicaSpecs = Field(
+        description="Chief, Master, PS, Worker and Evaluator.", alias="tfReplicaSpecs"
+    )
+    enable_dynamic_worker: bool | None = optional(
+        "Sparse TF_CONFIG; tolerate Worker failures.", "enableDynamicWorker"
+    )
 
 
 def _compact(obj: object) -> str:
@@ -18,7 +54,17 @@ def _compact(obj: object) -> str:
 
 class TensorFlow(Framework):
     info = TFJOB
+    spec_model = TFJobSpec
     qualified_messages = True
+    # TFJob's UpdateJobStatus keeps the Restarting condition ReconcilePods set and records no event of
+    # its own.
+    warns_restarting = False
+
+    def default_spec(self, spec: Json, run_policy: Json) -> None:
+        spec.setdefault("successPolicy", "")
+
+    def check_spec(self, spec: Json, result: Result) -> None:
+        check_enum(result, "spec.successPolicy", spec.get("successPolicy"), SUCCESS_POLICIES)
 
     def env_container_indexes(self, ctx: JobContext, rtype: str, containers: Sequence[Json]) -> list[int]:
         return [i for i, c in enumerate(containers) if c.get("name") == self.info.default_container]

@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
-from trainop.api.kinds import XGBOOSTJOB
+from pydantic import Field
+
+from trainop.api.kinds import KindInfo
+from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import Framework, Json, env
 from trainop.job.context import JobContext
+
+XGBOOSTJOB = KindInfo(
+    kind="XGBoostJob",
+    plural="xgboostjobs",
+    singular="xgboostjob",
+    replica_field="xgbReplicaSpecs",
+    replica_types=("Master", "Worker"),
+    default_container="xgboost",
+    port_name="xgboostjob-port",
+    port=9999,
+    add_default_port=True,
+    default_restart_policy="Never",
+    controller_name="xgboostjob-controller",
+    framework="xgboost",
+    master_types=("Master",),
+    worker0_is_master_fallback=False,
+    worker_type="Worker",
+    required_types=("Master",),
+    single_replica_types=("Master",),
+)
+
+
+class XGBoostJobSpec(Model):
+    run_policy: RunPolicy | None = optional("Run policy of the job.", "runPolicy")
+    xgb_replica_specs: ReplicaSpecs = Field(description="Master and Worker.", alias="xgbReplicaSpecs")
 
 
 class XGBoost(Framework):
     info = XGBOOSTJOB
+    spec_model = XGBoostJobSpec
     # Kubeflow fails an XGBoostJob on any failed pod unless restartPolicy is ExitCode.
     recreate_policies = ("ExitCode",)
 

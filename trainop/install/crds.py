@@ -25,8 +25,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from trainop.api.constants import GROUP, VERSION
-from trainop.api.kinds import KINDS, KindInfo
-from trainop.api.models import SPEC_MODELS, JobStatus
+from trainop.api.kinds import KindInfo
+from trainop.api.models import JobStatus
+from trainop.frameworks import KINDS, framework
 from trainop.install.manifests import GENERATED_HEADER, LABELS, dump_yaml, generated_manifests
 
 Json = dict[str, Any]
@@ -146,7 +147,7 @@ def _sorted(node: Any, key: str = "") -> Any:
 
 
 def spec_schema(info: KindInfo) -> Json:
-    schema = _ModelSchema(SPEC_MODELS[info.kind]).convert()
+    schema = _ModelSchema(framework(info.kind).spec_model).convert()
     template = _property(schema, (info.replica_field, "*", "template"))
     replaced = pod_template_schema()
     replaced["description"] = template.get("description", replaced.get("description", ""))
@@ -171,7 +172,7 @@ def _name_replica_types(info: KindInfo, replica_map: Json) -> None:
     value = replica_map.pop("additionalProperties")
     replica_map["properties"] = {
         rtype: {
-            **(copy.deepcopy(value) if rtype == "Worker" else _without_descriptions(value)),
+            **(copy.deepcopy(value) if rtype == info.worker_type else _without_descriptions(value)),
             "description": f"The {rtype} replicas: their count, pod template and restart policy.",
         }
         for rtype in info.replica_types
@@ -228,9 +229,9 @@ def subresources(info: KindInfo) -> Json:
     result: Json = {"status": {}}
     if info.scalable:
         result["scale"] = {
-            "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
-            "specReplicasPath": f".spec.{info.replica_field}.Worker.replicas",
-            "statusReplicasPath": ".status.replicaStatuses.Worker.active",
+            "labelSelectorPath": f".status.replicaStatuses.{info.worker_type}.selector",
+            "specReplicasPath": f".spec.{info.replica_field}.{info.worker_type}.replicas",
+            "statusReplicasPath": f".status.replicaStatuses.{info.worker_type}.active",
         }
     return result
 

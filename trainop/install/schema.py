@@ -11,8 +11,8 @@ import json
 from functools import cache
 from typing import Any
 
-from trainop.admission.validation import FieldError
-from trainop.api.kinds import kind_info
+from trainop.api.checks import FieldError
+from trainop.frameworks import kind_info
 from trainop.install.crds import openapi_schema
 
 Json = dict[str, Any]

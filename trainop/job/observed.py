@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +81,3 @@ def _controlled_by(obj: Json, uid: str) -> bool:
     refs = obj.get("metadata", {}).get("ownerReferences") or []
     controllers = [r for r in refs if r.get("controller")]
     return not controllers or any(r.get("uid") == uid for r in controllers)
-
-
-def by_name(objs: Iterable[Json]) -> dict[str, Json]:
-    return {str(o["metadata"]["name"]): o for o in objs}

@@ -13,9 +13,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from trainop.admission.defaults import apply_defaults
-from trainop.admission.validation import validate
-from trainop.api.kinds import kind_info
+from trainop.admission.admit import admit
+from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
 from trainop.local.display import Display, LiveDisplay, PlainDisplay, table
 from trainop.local.manifest import ManifestError, as_created, load
@@ -58,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_NOT_RUNNABLE
     now = datetime.now(UTC)
-    job = apply_defaults(as_created(manifest.job, now))
+    admission = admit(as_created(manifest.job, now))
+    job = admission.job
     problems = schema_errors(job)
     if problems:
         # What the apiserver's schema validation and kubectl's strict field validation would refuse.
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_RUNNABLE
-    result = validate(job)
+    result = admission.checks
     for warning in result.warnings:
         print(f"Warning: {warning}", file=sys.stderr)
     if not result.ok:

@@ -10,8 +10,9 @@ from typing import Any
 
 import yaml
 
-from trainop.api.kinds import KINDS, UnknownKindError, kind_info
+from trainop.api.kinds import UnknownKindError
 from trainop.api.times import timestamp
+from trainop.frameworks import KINDS, kind_info
 
 Json = dict[str, Any]
 

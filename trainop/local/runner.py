@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from trainop.api import constants as c
-from trainop.api.kinds import KindInfo, kind_info
+from trainop.api.kinds import KindInfo
 from trainop.controller.sync import sync
+from trainop.frameworks import kind_info
 from trainop.job.addresses import LocalAddresses
 from trainop.job.conditions import finished, is_true
 from trainop.job.settings import Settings

@@ -57,7 +57,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
 
-{{/* The kind table, generated from api/kinds.py by `trainop crds --write`. */}}
+{{/* The kind table, generated from the framework registry (trainop/frameworks/) by `trainop crds --write`. */}}
 {{- define "trainop.kinds" -}}
 {{- .Files.Get "files/kinds.yaml" }}
 {{- end }}

@@ -1,0 +1,62 @@
+"""Observe: the first step of a sync, what it sees of one admitted job, as one immutable value."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from trainop.api.times import timestamp
+from trainop.frameworks import framework
+from trainop.frameworks.base import Framework
+from trainop.job.context import JobContext
+from trainop.job.observed import ObservedPod, pods_of
+from trainop.job.settings import Settings
+
+Json = dict[str, Any]
+Children = Mapping[str, Mapping[str, Json]]
+
+
+@dataclass(frozen=True)
+class Observation:
+    ctx: JobContext
+    fw: Framework
+    children: Children
+    # The pods this job controls, sorted by name.
+    pods: tuple[ObservedPod, ...]
+    # The status Metacontroller sent, without the observedGeneration it adds itself.
+    previous: Json
+    now: datetime
+
+    @property
+    def stamp(self) -> str:
+        return timestamp(self.now)
+
+    @property
+    def previous_conditions(self) -> list[Json]:
+        return list(self.previous.get("conditions") or [])
+
+    def rtype_of(self, pod: ObservedPod) -> str | None:
+        """The canonical replica type a pod's label names, if the job has it."""
+        label = pod.rtype_label
+        return next((t for t in self.ctx.replica_specs if t.lower() == label), None)
+
+
+def previous_status(parent: Json) -> Json:
+    return {k: v for k, v in (parent.get("status") or {}).items() if k != "observedGeneration"}
+
+
+def observe(job: Json, parent: Json, children: Children, settings: Settings, now: datetime) -> Observation:
+    """`job` is the admitted (defaulted, valid) form of `parent`, the object Metacontroller sent."""
+    fw = framework(str(job["kind"]))
+    ctx = JobContext(fw.info, job, settings)
+    uid = str(job["metadata"].get("uid") or "")
+    return Observation(
+        ctx=ctx,
+        fw=fw,
+        children=children,
+        pods=tuple(pods_of(children, uid)),
+        previous=previous_status(parent),
+        now=now,
+    )
