@@ -7,11 +7,23 @@ punctuation dropped and spaces turned into hyphens.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache", "data"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "build",
+    "dist",
+    "node_modules",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    "data",
+}
 # Generated from the Kubernetes OpenAPI document; their links point at kubernetes.io.
 SKIP_PATHS = ("manifests/crds", "charts/trainop/crds", "trainop/install/schemas")
 SUFFIXES = {".py", ".md", ".sh", ".yaml", ".yml", ".toml", ".tpl", ".txt", ".json"}
@@ -34,13 +46,17 @@ def anchors(doc: Path) -> set[str]:
 
 def sources() -> list[Path]:
     out = []
-    for path in ROOT.rglob("*"):
-        rel = path.relative_to(ROOT)
-        if not path.is_file() or path.suffix not in SUFFIXES:
-            continue
-        if SKIP_DIRS & set(rel.parts) or str(rel).startswith(SKIP_PATHS) or path == Path(__file__).resolve():
-            continue
-        out.append(path)
+    for top, dirs, files in os.walk(ROOT):
+        here = Path(top)
+        # Pruned, not filtered: a clone's .git and the virtualenvs hold most of the files on disk.
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in SKIP_DIRS and not str((here / d).relative_to(ROOT)).startswith(SKIP_PATHS)
+        ]
+        out += [
+            here / f for f in files if Path(f).suffix in SUFFIXES and here / f != Path(__file__).resolve()
+        ]
     return out
 
 
