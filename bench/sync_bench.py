@@ -2,7 +2,7 @@
 
     python bench/sync_bench.py [--repeat N]
 
-Targets come from shared/spec/anchors.md A5. Each case reports p50/p99 server time and its ratio to the
+Targets: bench/README.md#targets. Each case reports p50/p99 server time and its ratio to the
 target, so a noisy shared machine shows up as a ratio rather than a flaky assert.
 """
 

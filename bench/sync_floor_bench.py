@@ -10,8 +10,9 @@ ratio server/floor says what the hook adds on top of the JSON it cannot avoid.
 
 `--profile SIZE` prints a cProfile of the hook at that size (PyTorchJob) instead of the table; `--rss`
 adds the resident memory of a gunicorn worker idle and at its peak over 1000-replica syncs.
-Targets (issue 11): server <= 1.5x floor at >= 100 replicas; small sync p99 <= 2 ms; RSS per worker
-idle <= 60 MB, peak <= 200 MB at 1000 replicas. Never asserted: a busy machine shows in the ratios.
+Targets (bench/README.md#targets): server <= 1.5x floor at >= 100 replicas; small sync p99 <= 2 ms; RSS
+per worker idle <= 60 MB, peak <= 200 MB at 1000 replicas. Never asserted: a busy machine shows in the
+ratios.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python bench/webhook_bench.py [--requests N]
 
-Prints one row per case with p50/p99 and the ratio of p99 to the anchors.md A5 target (25 ms), so a
+Prints one row per case with p50/p99 and the ratio of p99 to its target (25 ms, bench/README.md#targets), so a
 noisy shared machine shows as a ratio rather than a flaky assert.
 """
 

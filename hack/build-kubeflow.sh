@@ -5,9 +5,10 @@
 # plus its six CRDs (from its manifests/) and its examples/ next to bin/, so a test needs nothing else:
 #   $CACHE/kubeflow/crds/*.yaml, $CACHE/kubeflow/examples/...
 #
-# Source: the unmodified snapshot of the tag in ../shared/vendor (read-only, so copied to a writable
-# folder first: `go build -mod=mod` writes go.sum), or TRAINOP_KUBEFLOW_SRC, or elsewhere a clone of
-# the public tag. Its dependencies come from the Go module proxy. ~5 min cold on 2 cores, <1 s warm.
+# Source (docs/build.md#kubeflow-from-source): an unmodified snapshot of the tag (TRAINOP_KUBEFLOW_SRC,
+# else shared/vendor/ beside the repository's directory, if there; copied to a writable folder first:
+# `go build -mod=mod` writes go.sum), else a clone of the public tag. Its dependencies come from the Go
+# module proxy. ~5 min cold on 2 cores, <1 s warm.
 #
 # The stamp is removed before a build starts and written only after the built binary has run, so a
 # half-finished build is never reused. The build logs to $CACHE/logs/kubeflow.log; on failure the

@@ -17,8 +17,9 @@
 #                                 uid/gid 65532 "nonroot", the host's CA bundle, as upstream's Dockerfile
 #   (the training images are added to the same layout by hack/build-training-images.sh)
 # and installs the Debian packages of the node: containerd, runc, the CNI plugins, iptables, conntrack.
-# Recipe and measurements: shared spec real-node/real-node.md. Stamps and logs work like in
-# build-control-plane.sh: a piece is reused only when its stamp names the wanted version.
+# Why the recipe looks like this: docs/build.md#real-node; measured times: tests/e2e_node/README.md.
+# Stamps and logs work like in build-control-plane.sh: a piece is reused only when its stamp names the
+# wanted version.
 set -euo pipefail
 HACK="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=hack/lib/toolchains.sh

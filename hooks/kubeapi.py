@@ -1,10 +1,10 @@
 """The API calls the hooks make: reading a job back, and deleting it once its TTL expired.
 
-Metacontroller cannot delete a parent (its issue #77), so the hook does it. It never trusts the job in
-the request body for that (trainop.controller.ttl): it reads the job from the apiserver, and deletes with a
-UID
-precondition so a same-named successor is never hit. Credentials come from the pod's ServiceAccount, or
-from a kubeconfig named by TRAINOP_KUBECONFIG when running outside a cluster.
+Metacontroller cannot delete a parent (its issue #77; docs/design.md#a-hook-cannot-delete-its-parent), so
+the hook does it. It never trusts the job in the request body for that (trainop.controller.ttl): it reads
+the job from the apiserver, and deletes with a UID precondition so a same-named successor is never hit.
+Credentials come from the pod's ServiceAccount, or from a kubeconfig named by TRAINOP_KUBECONFIG when
+running outside a cluster.
 """
 
 from __future__ import annotations

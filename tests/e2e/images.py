@@ -1,7 +1,7 @@
 """The project's container image in tests: build it, and run the chart's servers from it with podman.
 
 ``hack/build-image.sh`` builds the Dockerfile unchanged (buildah, a python:3.11-slim made from Debian
-packages; shared spec image.md) into its own podman storage under ``$TRAINOP_IMAGE_CACHE``
+packages; docs/build.md#image) into its own podman storage under ``$TRAINOP_IMAGE_CACHE``
 (default ``~/.cache/trainop-image``); this module runs podman with that storage and configuration.
 
 A server runs as the chart's Deployment configures it: pass the Deployment's pod spec (from

@@ -1,5 +1,5 @@
-"""Issue 9 on the real control plane: Kubeflow's Events on jobs, its MPI elastic example, the last status
-differences, and no child writes when a job finishes.
+"""Kubeflow parity on the real control plane: Kubeflow's Events on jobs, its MPI elastic example, the last
+status differences, and no child writes when a job finishes.
 
 Pods are driven by kwok (tests/e2e/kwok-stages.yaml); the apiserver, Metacontroller, our hooks and
 webhooks are real. Events are written by the hooks' background recorder, so the checks poll.

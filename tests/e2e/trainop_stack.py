@@ -56,7 +56,7 @@ REQUIRED_BINARIES = (*CONTROL_PLANE_BINARIES, "kubectl")
 
 GROUP = "kubeflow.org"
 API_VERSION = "kubeflow.org/v1"
-# Kubeflow's per-kind constants (kubeflow-v1.md §1), as the tests see them from outside.
+# Kubeflow's per-kind constants (docs/design.md#kinds), as the tests see them from outside.
 KINDS: dict[str, dict[str, Any]] = {
     "TFJob": {"plural": "tfjobs", "field": "tfReplicaSpecs", "container": "tensorflow",
               "port": ("tfjob-port", 2222), "restart": "Never", "example": "tensorflow"},

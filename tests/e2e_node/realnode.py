@@ -1,6 +1,6 @@
 """A real node joined to the e2e control plane: containerd + runc + a CNI bridge + CoreDNS + kube-proxy +
-kubelet, all on this machine, so pods are real containers with enforced limits (shared spec
-real-node/real-node.md has the recipe and its measurements).
+kubelet, all on this machine, so pods are real containers with enforced limits (docs/build.md#real-node
+says why it is set up this way).
 
 ``NodeControlPlane`` is ``controlplane.ControlPlane`` without kwok: after etcd, the apiserver (Node + RBAC
 authorization, NodeRestriction, kubelet client certificate), KCM and the scheduler it starts
@@ -74,7 +74,7 @@ HOST_TOOLS = ("containerd", "ctr", "runc", "iptables", "ip6tables", "ip", "connt
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARTITION_COMMENT = "trainop-e2e partition"
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"}
-# The sandbox hard limits are below containerd's and the kubelet's defaults (spec real-node.md).
+# The sandbox hard limits are below containerd's and the kubelet's defaults (docs/build.md#real-node).
 ULIMITS = 'ulimit -n "$(ulimit -Hn)"; ulimit -u 32768; exec "$@"'
 
 

@@ -118,7 +118,7 @@ class Cluster:
 
     # ---- one round trip ---------------------------------------------------------------------------
     def sync(self, advance: float = 0, apply: bool | str = True) -> SyncResult:
-        """One hook call; `apply="status"` writes only the status (child management failed, §4.3 step 12)."""
+        """One hook call; `apply="status"` writes only the status (docs/design.md#order-of-a-sync)."""
         self.now += timedelta(seconds=advance)
         result = sync(copy.deepcopy(self.job), self.children(), self.settings, self.now)
         self.history.append(result)

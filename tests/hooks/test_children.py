@@ -1,4 +1,7 @@
-"""Children of a new job (kubeflow-v1.md §4): names, labels, Services, restart policies, init containers."""
+"""Children of a new job: names, labels, Services, restart policies, init containers.
+
+The rules: docs/design.md#children-per-kind and the sections after it.
+"""
 
 from __future__ import annotations
 

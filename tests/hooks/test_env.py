@@ -1,4 +1,7 @@
-"""Environment per framework (kubeflow-v1.md §4.7), byte for byte and in Kubeflow's order."""
+"""Environment per framework, byte for byte and in Kubeflow's order.
+
+The rules: docs/design.md#environment-per-framework.
+"""
 
 from __future__ import annotations
 

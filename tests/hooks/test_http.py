@@ -1,4 +1,4 @@
-"""The flask hook server (metacontroller.md §3-§4).
+"""The flask hook server (docs/design.md#hook-request, docs/design.md#hook-response).
 
 Real Metacontroller-shaped bodies for every kind, bad ones (400 with a one-line JSON error, never 5xx),
 /finalize, /healthz, and TTL deletion through the injected deleter.

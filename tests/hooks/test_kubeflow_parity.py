@@ -1,5 +1,5 @@
-"""Status details measured against Kubeflow v1.9.4 itself (issue 9): messages, MPI replica statuses,
-and no child writes when a job finishes."""
+"""Status details measured against Kubeflow v1.9.4 itself (tests/differential): messages, MPI replica
+statuses, and no child writes when a job finishes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Whole lifecycles per kind (kubeflow-v1.md §5): create -> Pending -> Running -> a pod fails -> restart
-per policy -> success or failure -> cleanup, driven through the fake cluster one sync at a time."""
+"""Whole lifecycles per kind (docs/design.md#conditions and the sections after it): create -> Pending ->
+Running -> a pod fails -> restart per policy -> success or failure -> cleanup, driven through the fake
+cluster one sync at a time."""
 
 from __future__ import annotations
 
@@ -651,8 +652,9 @@ def test_the_sync_that_finishes_a_job_keeps_every_pod_and_comes_back_to_clean_up
 
 
 def test_a_stale_pre_finish_status_never_brings_cleaned_pods_back():
-    """metacontroller.md §6 #5: the parent in a request can lag behind the last status write. Cleanup only
-    happens once the finished status came back, so a lagging copy can never meet a cleaned-up job."""
+    """The parent in a request can lag behind the last status write (docs/design.md#lagging-parent-cache).
+    Cleanup only happens once the finished status came back, so a lagging copy can never meet a cleaned-up
+    job."""
     job_spec = with_run_policy(
         spec("JAXJob", Worker=replica("JAXJob", 2, restartPolicy="Never")), cleanPodPolicy="All"
     )

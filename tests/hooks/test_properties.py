@@ -1,4 +1,5 @@
-"""Properties Metacontroller depends on (metacontroller.md §4.6-§4.7, §6 #4/#8), over random jobs.
+"""Properties Metacontroller depends on, over random jobs (docs/design.md#child-reconciliation,
+docs/design.md#deterministic-status, docs/design.md#omitted-children-are-deleted).
 
 (a) fixed point: once the world matches the desired state, syncing again - however much later - returns the
     same response byte for byte (otherwise Metacontroller writes the status on every sync and loops);

@@ -1,7 +1,8 @@
-"""RunPolicy (kubeflow-v1.md §5.6-§5.9, §4.10-§4.11) and validation the webhook would have done.
+"""RunPolicy and validation the webhook would have done.
 
 backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished, suspend/resume, managedBy, gang scheduling,
-the elastic HPA.
+the elastic HPA: docs/design.md#backofflimit-and-activedeadlineseconds and the sections after it,
+docs/design.md#gang-scheduling, docs/design.md#elastic-hpa.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""kubeflow-v1.md Appendix A: the four worked examples, exactly."""
+"""The four worked examples of docs/design.md#worked-examples, exactly."""
 
 from __future__ import annotations
 

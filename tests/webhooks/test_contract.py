@@ -1,4 +1,7 @@
-"""The AdmissionReview v1 contract and the HTTP edges of the webhook server (issue #2 item 6)."""
+"""The AdmissionReview v1 contract and the HTTP edges of the webhook server.
+
+The contract: docs/design.md#admissionreview-contract.
+"""
 
 from __future__ import annotations
 

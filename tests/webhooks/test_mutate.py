@@ -1,4 +1,7 @@
-"""POST /mutate: the defaulting webhook patches a job into what Kubeflow's defaulter produces (spec §2)."""
+"""POST /mutate: the defaulting webhook patches a job into what Kubeflow's defaulter produces.
+
+The defaults: docs/design.md#defaulting.
+"""
 
 from __future__ import annotations
 

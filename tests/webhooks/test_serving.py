@@ -1,4 +1,7 @@
-"""The real server: gunicorn with webhooks.gunicorn_conf, over TLS, on a loopback port (issue #2 item 7)."""
+"""The real server: gunicorn with webhooks.gunicorn_conf, over TLS, on a loopback port.
+
+What it must do: docs/design.md#webhook-serving.
+"""
 
 from __future__ import annotations
 

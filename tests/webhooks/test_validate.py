@@ -1,4 +1,4 @@
-"""POST /validate: every rule denies with a message naming the field path (spec §3 plus issue #2 item 5)."""
+"""POST /validate: every rule denies with a message naming the field path (docs/design.md#validation)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ Json = dict[str, Any]
 CATEGORIES = ("kubeflow",)
 CRD_DIRS = ("manifests/crds", "charts/trainop/crds")
 CRD_KUSTOMIZATION = "manifests/crds/Kustomization"
-# CRD-only facts the pydantic models cannot express (kubeflow-v1.md §1.1), by property path under `spec`.
+# CRD-only facts the pydantic models cannot express (docs/design.md#crd-facts), by property path under `spec`.
 SPEC_EXTRAS: Mapping[tuple[str, ...], Json] = {
     ("runPolicy", "suspend"): {"default": False},
     ("runPolicy", "schedulingPolicy", "queue"): {
@@ -191,7 +191,8 @@ def _without_descriptions(node: Any) -> Any:
 def status_schema() -> Json:
     schema = _ModelSchema(JobStatus).convert()
     schema["description"] = "Observed state of the job, written by the sync hook through Metacontroller."
-    # Metacontroller adds observedGeneration to whatever status the hook returns (metacontroller.md §4.7).
+    # Metacontroller adds observedGeneration to whatever status the hook returns
+    # (docs/design.md#status-write-and-observedgeneration).
     schema["properties"]["observedGeneration"] = {
         "type": "integer",
         "format": "int64",
