@@ -32,7 +32,6 @@ SRC="$CACHE/src"
 LAYOUT="$CACHE/images/oci"
 PYTHON="${PYTHON:-python3}"
 
-K8S_VERSION="1.36.3"
 COREDNS_VERSION="1.14.7"
 # The tags of the images built here; bump one when its content changes (tests/e2e_node reads them from
 # the stamps).
