@@ -13,7 +13,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import ssl
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.builders import admission_review, container, job, replica  # noqa: E402
+from trainop.local.ports import free_ports  # noqa: E402
 from webhooks.app import create_app  # noqa: E402
 
 TARGET_P99_MS = 25.0
@@ -71,12 +71,6 @@ def in_process(body: bytes, n: int) -> dict[str, list[float]]:
     return rows
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def over_tls(body: bytes, n: int) -> dict[str, list[float]]:
     tmp = Path(tempfile.mkdtemp(prefix="trainop-bench-"))
     subprocess.run(
@@ -101,7 +95,7 @@ def over_tls(body: bytes, n: int) -> dict[str, list[float]]:
         check=True,
         capture_output=True,
     )
-    port = free_port()
+    (port,) = free_ports(1)
     env = {
         **os.environ,
         "TRAINOP_WEBHOOK_BIND": f"127.0.0.1:{port}",

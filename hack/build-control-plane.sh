@@ -26,7 +26,6 @@ BIN="$CACHE/bin"
 SRC="$CACHE/src"
 
 ETCD_VERSION="3.6.16"
-K8S_VERSION="1.36.3"
 KWOK_VERSION="0.8.0"
 HELM_VERSION="3.22.0"
 MC_VERSION="4.17.2"
@@ -42,13 +41,6 @@ mkdir -p "$BIN" "$SRC"
 # shellcheck source=hack/lib/pieces.sh
 . "$(dirname "$0")/lib/pieces.sh"
 take_lock "$CACHE/.build.lock"
-
-stamp_ok() { # piece version binaries...
-  local piece="$1" version="$2"; shift 2
-  stamp_is "$piece" "$version" || return 1
-  local b
-  for b in "$@"; do [ -x "$BIN/$b" ] || return 1; done
-}
 
 # ---------------------------------------------------------------------------------------------
 build_etcd() {
@@ -136,16 +128,8 @@ build_metacontroller() {
   fi
   clear_stamp metacontroller
   local w="$SRC/metacontroller-$MC_VERSION"
-  rm -rf "$w"
-  if [ -d "$MC_VENDOR/pkg/cmd/metacontroller" ]; then
-    log "metacontroller source: $MC_VENDOR"
-    # The snapshot may be read-only, and go build -mod=mod writes go.sum.
-    cp -r "$MC_VENDOR" "$w"
-    chmod -R u+w "$w"
-  else
-    log "metacontroller source: git clone of tag v$MC_VERSION"
-    git clone --quiet --depth 1 --branch "v$MC_VERSION" https://github.com/metacontroller/metacontroller "$w"
-  fi
+  fetch_source "$w" "$MC_VENDOR" pkg/cmd/metacontroller \
+    https://github.com/metacontroller/metacontroller "v$MC_VERSION"
   cd "$w"
   # Static, as upstream's release build (CGO_ENABLED=0): the same binary runs on this host and in the
   # image hack/build-node.sh makes of it for the real node, whose root filesystem has no libc.

@@ -44,32 +44,12 @@ BASE_PACKAGES="python3,python3-pip,python3-venv,python-is-python3,ca-certificate
 HOST_CA="/etc/ssl/certs/ca-certificates.crt"
 mkdir -p "$LOGS"
 
-log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-
-# step NAME COMMAND...: runs COMMAND with its output in $LOGS/NAME.log; on failure the tail, and exit.
-step() {
-  local name="$1" t0 rc; shift
-  t0="$(date +%s)"
-  # A subshell with errexit of its own: a function called with errexit off (as `set +e` would leave it)
-  # would carry on past a failed command.
-  set +e
-  ( set -euo pipefail; "$@" ) >"$LOGS/$name.log" 2>&1
-  rc=$?
-  set -e
-  if [ "$rc" -ne 0 ]; then
-    log "$name FAILED rc=$rc after $(($(date +%s) - t0))s; last lines of $LOGS/$name.log:"
-    tail -n 40 "$LOGS/$name.log" >&2
-    exit 1
-  fi
-  log "$name ok ($(($(date +%s) - t0))s)"
-}
-
+# Progress to stderr: stdout is the image reference.
+LOG_FD=2
+# shellcheck source=hack/lib/pieces.sh
+. "$REPO/hack/lib/pieces.sh"
 # One build at a time per cache: the e2e suite and a developer may call this concurrently.
-exec 9>"$CACHE/.lock"
-if ! flock -n 9; then
-  log "another build holds $CACHE/.lock; waiting"
-  flock 9
-fi
+take_lock "$CACHE/.lock"
 
 # ---------------------------------------------------------------------------------------------------
 install_tools() {

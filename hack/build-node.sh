@@ -33,7 +33,6 @@ SRC="$CACHE/src"
 LAYOUT="$CACHE/images/oci"
 PYTHON="${PYTHON:-python3}"
 
-K8S_VERSION="1.36.3"
 COREDNS_VERSION="1.14.7"
 # The tags of the images built here; bump one when its content changes (tests/e2e_node reads them from
 # the stamps).
@@ -52,12 +51,6 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # must not wait through a ten-minute node build.
 take_lock "$CACHE/.node-build.lock"
 
-stamp_ok() { # piece version files...
-  local piece="$1" version="$2"; shift 2
-  stamp_is "$piece" "$version" || return 1
-  local f
-  for f in "$@"; do [ -s "$f" ] || return 1; done
-}
 # An image's stamp holds only if the layout still names it: index.json has other writers.
 in_layout() { "$PYTHON" "$HACK/lib/oci_layout.py" has --layout "$LAYOUT" "$1"; } # repository:tag
 
@@ -77,7 +70,7 @@ install_debs() {
 
 # ---------------------------------------------------------------------------------------------
 build_node_k8s() {
-  stamp_ok node-k8s "$K8S_VERSION" "$BIN/kubelet" "$BIN/kube-proxy" && {
+  stamp_ok node-k8s "$K8S_VERSION" kubelet kube-proxy && {
     log "kubelet, kube-proxy v$K8S_VERSION cached"; return 0; }
   clear_stamp node-k8s
   # Its own wrapper module: adding tools to the control plane's would rebuild them there too.
@@ -94,7 +87,7 @@ build_node_k8s() {
 
 # ---------------------------------------------------------------------------------------------
 build_coredns() {
-  stamp_ok coredns "$COREDNS_VERSION" "$BIN/coredns" && { log "coredns v$COREDNS_VERSION cached"; return 0; }
+  stamp_ok coredns "$COREDNS_VERSION" coredns && { log "coredns v$COREDNS_VERSION cached"; return 0; }
   clear_stamp coredns
   local tmp="$CACHE/.coredns-bin.tmp"
   rm -rf "$tmp" && mkdir -p "$tmp"
@@ -234,7 +227,7 @@ EOF
 # ---------------------------------------------------------------------------------------------
 build_metacontroller_image() {
   local built version digest
-  built="$(cat "$BIN/.stamp-metacontroller" 2>/dev/null || true)"
+  built="$(stamp_of metacontroller)"
   version="${built%% *}"
   case "$built" in
     *" static") ;;

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# push and build_example are called indirectly through step and logged.
+# shellcheck disable=SC2317,SC2329
 # Builds the examples' images from examples/Dockerfile, unchanged (one per folder, as its README says:
 # `docker build --build-arg EXAMPLE=<folder> -t trainop-examples/<folder>:latest examples/`), and the
 # project's image (hack/build-image.sh), into the OCI layout the real-node tier's registry serves:
@@ -19,17 +21,14 @@ CACHE="${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}"
 LAYOUT="$CACHE/images/oci"
 STAMPS="$CACHE/images/stamps"
 LOGS="$CACHE/logs"
+# A stamp per example and one for the project's image: the inputs' hash or the image reference they hold.
+STAMP_PREFIX="$STAMPS/"
 IMAGE_CACHE="${TRAINOP_IMAGE_CACHE:-$HOME/.cache/trainop-image}"
 HOST_CA="/etc/ssl/certs/ca-certificates.crt"
 mkdir -p "$LAYOUT" "$STAMPS" "$LOGS"
-
-log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-
-exec 9>"$CACHE/.training-images.lock"
-if ! flock -n 9; then
-  log "another build holds $CACHE/.training-images.lock; waiting"
-  flock 9
-fi
+# shellcheck source=hack/lib/pieces.sh
+. "$REPO/hack/lib/pieces.sh"
+take_lock "$CACHE/.training-images.lock"
 
 examples=("$@")
 if [ "${#examples[@]}" -eq 0 ]; then
@@ -61,41 +60,41 @@ in_layout() { "${PYTHON:-python3}" "$REPO/hack/lib/oci_layout.py" has --layout "
 
 # ---------------------------------------------------------------------------------------------
 APP_TAG="${APP_REF##*:}"
-if [ "$(cat "$STAMPS/trainop" 2>/dev/null || true)" = "$APP_REF" ] && in_layout "library/trainop:$APP_TAG"; then
+if stamp_is trainop "$APP_REF" && in_layout "library/trainop:$APP_TAG"; then
   log "library/trainop:$APP_TAG in the layout"
 else
-  push "$APP_REF" "library/trainop:$APP_TAG" >"$LOGS/push-trainop.log" 2>&1 \
-    || { tail -n 40 "$LOGS/push-trainop.log" >&2; exit 1; }
-  printf '%s\n' "$APP_REF" >"$STAMPS/trainop"
+  step push-trainop push "$APP_REF" "library/trainop:$APP_TAG"
+  write_stamp trainop "$APP_REF"
   log "library/trainop:$APP_TAG pushed to the layout"
   # Every source change makes a new project image; the layout keeps only the current one.
   "${PYTHON:-python3}" "$REPO/hack/lib/oci_layout.py" prune --layout "$LAYOUT" \
     --drop-prefix "library/trainop:src-" --keep "library/trainop:$APP_TAG"
 fi
 
-FAILED=0
+build_example() { # example inputs-hash image-ref
+  cd "$REPO/examples"
+  buildah bud --pull=never --isolation chroot -v "$HOST_CA:$HOST_CA:ro" "${APT_MOUNTS[@]}" \
+    --build-arg "EXAMPLE=$1" --label "org.trainop.inputs=$2" -f Dockerfile -t "$3" .
+  push "$3" "trainop-examples/$1:latest"
+}
+
 for ex in "${examples[@]}"; do
   [ -d "$REPO/examples/$ex" ] || { echo "no folder examples/$ex" >&2; exit 2; }
   hash="$( { echo "base $BASE_ID"; cd "$REPO/examples" && find Dockerfile "$ex" -type f ! -path '*/__pycache__/*' \
              -print0 | sort -z | xargs -0 sha256sum; } | sha256sum)"
   hash="${hash:0:16}"
   ref="docker.io/trainop-examples/$ex:latest"
-  if [ "$(cat "$STAMPS/$ex" 2>/dev/null || true)" = "$hash" ] && podman image exists "$ref" \
+  if stamp_is "$ex" "$hash" && podman image exists "$ref" \
      && in_layout "trainop-examples/$ex:latest"; then
     log "$ref cached (inputs $hash)"
     continue
   fi
-  t0="$(date +%s)"
   log "building $ref (log: $LOGS/image-$ex.log)"
-  if ( cd "$REPO/examples"
-       buildah bud --pull=never --isolation chroot -v "$HOST_CA:$HOST_CA:ro" "${APT_MOUNTS[@]}" \
-         --build-arg "EXAMPLE=$ex" --label "org.trainop.inputs=$hash" -f Dockerfile -t "$ref" .
-       push "$ref" "trainop-examples/$ex:latest" ) >"$LOGS/image-$ex.log" 2>&1; then
-    printf '%s\n' "$hash" >"$STAMPS/$ex"
-    log "$ref built and pushed ($(($(date +%s) - t0))s, $(podman image inspect --format '{{.Size}}' "$ref") bytes)"
+  logged "image-$ex" build_example "$ex" "$hash" "$ref"
+  if [ "$RC" -eq 0 ]; then
+    write_stamp "$ex" "$hash"
+    log "$ref built and pushed (${ELAPSED}s, $(podman image inspect --format '{{.Size}}' "$ref") bytes)"
   else
-    log "$ref FAILED; last lines of $LOGS/image-$ex.log:"
-    tail -n 40 "$LOGS/image-$ex.log" >&2
     FAILED=1
   fi
 done

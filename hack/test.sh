@@ -17,6 +17,8 @@ bash hack/build-training-images.sh
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
 "$PYTHON" -m mypy
+# The package layering of pyproject.toml's [tool.importlinter] (import-linter has no `python -m` entry).
+"$PYTHON" -c 'from importlinter.cli import lint_imports_command; lint_imports_command()'
 
 # pytest exits 5 when it collects nothing; that is a failure here, like any other non-zero exit.
 "$PYTHON" -m pytest -q "$@"

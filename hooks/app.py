@@ -16,10 +16,11 @@ from flask import Flask, Response, request
 from hooks import metrics
 from hooks.kubeapi import ApiClient, Deleter, default_deleter
 from hooks.recorder import Recorder
-from hooks.request import BadRequest, parse
+from hooks.request import parse
 from trainop.controller import ttl
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
+from trainop.jsonshape import BadRequest
 
 log = logging.getLogger("trainop.hooks")
 # A resync of a 1000-replica TFJob is ~82 MiB: TF_CONFIG names every replica in every pod, and

@@ -8,16 +8,9 @@ from typing import Any
 from trainop.api.jsonpath import dig
 from trainop.api.times import is_timestamp
 from trainop.frameworks import KINDS
+from trainop.jsonshape import MAX_DEPTH, BadRequest, deeper_than
 
 Json = dict[str, Any]
-
-
-# A Kubernetes object nests ~20 levels (a pod template with affinity terms is among the deepest).
-MAX_PARENT_DEPTH = 100
-
-
-class BadRequest(ValueError):
-    """The request cannot be a Metacontroller hook call; the message says which field is wrong."""
 
 
 @dataclass(frozen=True)
@@ -33,9 +26,9 @@ def parse(body: Any) -> HookRequest:
     parent = body.get("parent")
     if not isinstance(parent, dict):
         raise BadRequest("`parent` must be the job object")
-    if _deeper_than(parent, MAX_PARENT_DEPTH):
-        # The sync copies the job recursively; Python's recursion limit is ~1000 frames.
-        raise BadRequest(f"`parent` is nested deeper than {MAX_PARENT_DEPTH} levels")
+    if deeper_than(parent, MAX_DEPTH):
+        # The sync copies the job recursively.
+        raise BadRequest(f"`parent` is nested deeper than {MAX_DEPTH} levels")
     kind = parent.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:  # `[] in KINDS` would raise TypeError
         raise BadRequest(f"parent.kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -70,18 +63,6 @@ def parse(body: Any) -> HookRequest:
     if not isinstance(finalizing, bool):
         raise BadRequest("`finalizing` must be true or false")
     return HookRequest(parent=_with_sane_status(parent), children=children, finalizing=finalizing)
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether a JSON value nests more than `limit` levels, found without recursion."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
 
 
 def _with_sane_status(parent: Json) -> Json:

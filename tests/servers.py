@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,21 +19,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from trainop.local.ports import free_ports
+
 REPO = Path(__file__).resolve().parents[1]
 BOOTED = "Booting worker with pid"
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass

@@ -16,6 +16,7 @@ import jsonpatch
 from trainop.admission.admit import admit
 from trainop.api.kinds import KindInfo
 from trainop.frameworks import KINDS
+from trainop.jsonshape import MAX_DEPTH, BadRequest, deeper_than
 from webhooks import codec
 
 Json = dict[str, Any]
@@ -25,13 +26,6 @@ REVIEW_KIND: Final = "AdmissionReview"
 OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 # Operations that carry an object worth defaulting or validating; we register only these.
 ADMITTED_OPERATIONS: Final = ("CREATE", "UPDATE")
-# Kubernetes objects are a few dozen levels deep at most. A bound keeps hostile nesting away from the
-# recursive deepcopy/diff below, which would otherwise hit Python's recursion limit.
-MAX_OBJECT_DEPTH: Final = 100
-
-
-class BadRequest(ValueError):
-    """The body is not an AdmissionReview this webhook can answer. The message is one line for HTTP 400."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +92,9 @@ def _object_field(request: Json, key: str, required: bool) -> Json | None:
         return None
     if not isinstance(value, dict):
         raise BadRequest(f"request.{key} must be a JSON object, got {_json_type(value)}")
-    if _depth(value) > MAX_OBJECT_DEPTH:
-        raise BadRequest(f"request.{key} is nested deeper than {MAX_OBJECT_DEPTH} levels")
+    if deeper_than(value, MAX_DEPTH):
+        # Defaulting copies the object and the patch diffs it, both recursively.
+        raise BadRequest(f"request.{key} is nested deeper than {MAX_DEPTH} levels")
     return value
 
 
@@ -194,24 +189,6 @@ def _coarse_patch(before: Json, after: Json) -> list[Json]:
 
 def _pointer(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of a JSON value, computed without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        deepest = max(deepest, level)
-        if level > MAX_OBJECT_DEPTH:
-            break
-        stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def _first_str(*values: Any) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -19,8 +18,9 @@ from typing import Any, Final
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from trainop.jsonshape import BadRequest
 from webhooks import admission, codec, metrics
-from webhooks.admission import AdmissionRequest, BadRequest
+from webhooks.admission import AdmissionRequest
 
 Json = dict[str, Any]
 
@@ -36,7 +36,7 @@ Handler = Callable[[AdmissionRequest], Json]
 
 
 def create_app(max_body_bytes: int | None = None) -> Flask:
-    _configure_logging()
+    codec.log_json_lines(log)
     app = Flask(__name__)
     limit = max_body_bytes if max_body_bytes is not None else _max_body_from_env()
     app.config[MAX_BODY_CONFIG] = limit
@@ -140,17 +140,6 @@ def _max_body_from_env() -> int:
     if value <= 0:
         raise ValueError(f"{MAX_BODY_ENV} must be a positive number of bytes, got {raw!r}")
     return value
-
-
-def _configure_logging() -> None:
-    # One JSON document per line on stderr, whatever the host (gunicorn, flask run, tests) configured.
-    if log.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
 
 
 def _one_line(text: str) -> str:

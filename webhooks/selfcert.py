@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -461,14 +460,8 @@ class Rotator:
 
 
 def configure_logging() -> None:
-    """JSON lines on stderr, like the request log of webhooks.app (gunicorn's master has no handler)."""
-    if log.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
+    """JSON lines on stderr, like the request log of webhooks.app."""
+    codec.log_json_lines(log)
 
 
 def _event(event: str, level: int = logging.INFO, **fields: Any) -> None:

@@ -6,6 +6,11 @@
 # that replaces each staging module by its published v0.<minor>.<patch> builds the commands unchanged.
 # Callers need GOTOOLCHAIN/CGO_ENABLED/GOFLAGS exported and `log` defined.
 
+# The Kubernetes version of the control plane and of the node's kubelet and kube-proxy: one, so that
+# the node never runs against an apiserver of another version.
+# shellcheck disable=SC2034
+K8S_VERSION="1.36.3"
+
 # k8s_wrapper_module DIR VERSION: create (or reuse) the wrapper module in DIR and cd into it.
 k8s_wrapper_module() {
   local w="$1" version="$2"

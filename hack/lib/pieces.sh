@@ -1,15 +1,18 @@
 # shellcheck shell=bash
-# Sourced by the build scripts whose work is a list of cached pieces (build-control-plane.sh,
-# build-node.sh). The caller sets CACHE and BIN. A piece is reused only when its stamp names the wanted
-# version: the stamp is cleared before a rebuild and written only after the built thing has proven
-# itself, so a half-finished build is never mistaken for a good one. Each piece logs to
-# $CACHE/logs/<piece>.log; a failed one prints that log's tail and makes the script exit non-zero.
-# No output is piped into a reader that may stop early (`| head`): under pipefail the writer's SIGPIPE
-# would fail a piece that succeeded.
+# Sourced by the build scripts: their lock, their stamps and their logged steps.
+#
+# The caller sets CACHE (each step logs to $CACHE/logs/<name>.log) and, for the stamps, BIN (a stamp is
+# $BIN/.stamp-<piece>) or STAMP_PREFIX (a stamp is $STAMP_PREFIX<piece>). LOG_FD=2 sends progress to
+# stderr, for a script whose stdout is its result.
+#
+# A piece is reused only when its stamp names the wanted version: the stamp is cleared before a rebuild
+# and written only after the built thing has proven itself, so a half-finished build is never mistaken
+# for a good one. A failed step prints its log's tail. No output is piped into a reader that may stop
+# early (`| head`): under pipefail the writer's SIGPIPE would fail a step that succeeded.
 # The functions below are used by the sourcing scripts.
 # shellcheck disable=SC2034
 
-log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&"${LOG_FD:-1}"; }
 
 # take_lock FILE: one run at a time per lock file (a developer and a test may call a script concurrently).
 take_lock() {
@@ -20,32 +23,58 @@ take_lock() {
   fi
 }
 
-stamp_is() { [ "$(cat "$BIN/.stamp-$1" 2>/dev/null || true)" = "$2" ]; } # piece version
-write_stamp() { printf '%s\n' "$2" >"$BIN/.stamp-$1.tmp" && mv "$BIN/.stamp-$1.tmp" "$BIN/.stamp-$1"; }
+_stamp() { printf '%s' "${STAMP_PREFIX:-$BIN/.stamp-}$1"; }
+stamp_of() { cat "$(_stamp "$1")" 2>/dev/null || true; } # piece: its stamp, or nothing
+stamp_is() { [ "$(stamp_of "$1")" = "$2" ]; } # piece version
+write_stamp() { local f; f="$(_stamp "$1")"; printf '%s\n' "$2" >"$f.tmp" && mv "$f.tmp" "$f"; }
 # Called before a piece rebuilds: a build that dies half-way must not leave an old stamp behind.
-clear_stamp() { rm -f "$BIN/.stamp-$1"; }
+clear_stamp() { rm -f "$(_stamp "$1")"; }
+# stamp_ok PIECE VERSION BINARY...: the stamp names VERSION and each $BIN/BINARY is a non-empty executable.
+stamp_ok() {
+  local piece="$1" version="$2" b; shift 2
+  stamp_is "$piece" "$version" || return 1
+  for b in "$@"; do [ -x "$BIN/$b" ] && [ -s "$BIN/$b" ] || return 1; done
+}
+
+# logged NAME COMMAND...: runs COMMAND with its output in $CACHE/logs/NAME.log and sets RC (its status)
+# and ELAPSED (seconds); on failure the log's tail goes to stderr. COMMAND runs in a subshell with
+# errexit of its own, so `cd` stays local and its first failing command stops it. Call `logged` as a
+# statement of its own, never as a condition (`if`, `&&`, `||`): there bash ignores errexit even in that
+# subshell, and a failed command would go unnoticed.
+logged() {
+  local name="$1" t0 log_file="$CACHE/logs/$1.log"; shift
+  mkdir -p "$CACHE/logs"
+  t0="$(date +%s)"
+  set +e
+  ( set -euo pipefail; "$@" ) >"$log_file" 2>&1
+  RC=$?
+  set -e
+  ELAPSED="$(($(date +%s) - t0))"
+  if [ "$RC" -ne 0 ]; then
+    log "=== $name: FAILED rc=$RC (${ELAPSED}s); last lines of $log_file:"
+    tail -n 40 "$log_file" >&2
+  fi
+}
+
+# step NAME COMMAND...: `logged`, and the script exits when COMMAND fails.
+step() {
+  logged "$@"
+  [ "$RC" -eq 0 ] || exit "$RC"
+  log "=== $1: ok (${ELAPSED}s)"
+}
 
 declare -a SUMMARY=()
 FAILED=0
 T_START="$(date +%s)"
-run_piece() { # name function
-  local name="$1" fn="$2" t0 t1 rc log_file="$CACHE/logs/$1.log"
-  mkdir -p "$CACHE/logs"
-  log "=== $name: start (log: $log_file)"
-  t0="$(date +%s)"
-  # Subshell: `cd` and errexit stay local, and one failing piece does not stop the others.
-  set +e
-  ( set -euo pipefail; "$fn" ) >"$log_file" 2>&1
-  rc=$?
-  set -e
-  t1="$(date +%s)"
-  if [ "$rc" -eq 0 ]; then
-    log "=== $name: ok ($((t1 - t0))s)"
-    SUMMARY+=("$(printf '%-20s %6ss  ok' "$name" "$((t1 - t0))")")
+# run_piece NAME FUNCTION: one of a list of pieces; a failed one is counted and does not stop the others.
+run_piece() {
+  log "=== $1: start (log: $CACHE/logs/$1.log)"
+  logged "$1" "$2"
+  if [ "$RC" -eq 0 ]; then
+    log "=== $1: ok (${ELAPSED}s)"
+    SUMMARY+=("$(printf '%-20s %6ss  ok' "$1" "$ELAPSED")")
   else
-    log "=== $name: FAILED rc=$rc ($((t1 - t0))s); last lines of $log_file:"
-    tail -n 40 "$log_file" >&2
-    SUMMARY+=("$(printf '%-20s %6ss  FAILED rc=%s' "$name" "$((t1 - t0))" "$rc")")
+    SUMMARY+=("$(printf '%-20s %6ss  FAILED rc=%s' "$1" "$ELAPSED" "$RC")")
     FAILED=1
   fi
 }
@@ -54,4 +83,20 @@ print_summary() { # title
   echo "---------------- $1 (wall time) ----------------"
   printf '%s\n' "${SUMMARY[@]}"
   printf '%-20s %6ss\n' total "$(($(date +%s) - T_START))"
+}
+
+# fetch_source DEST SNAPSHOT MARKER URL TAG: DEST becomes a writable copy of the unmodified source
+# snapshot SNAPSHOT when it has the folder MARKER (a snapshot may be read-only, and `go build -mod=mod`
+# writes go.sum), else a shallow clone of TAG from URL.
+fetch_source() {
+  local dest="$1" snapshot="$2" marker="$3" url="$4" tag="$5"
+  rm -rf "$dest"
+  if [ -d "$snapshot/$marker" ]; then
+    log "source: $snapshot"
+    cp -r "$snapshot" "$dest"
+    chmod -R u+w "$dest"
+  else
+    log "source: git clone of tag $tag"
+    git clone --quiet --depth 1 --branch "$tag" "$url" "$dest"
+  fi
 }

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -31,6 +30,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from trainop.local.ports import free_ports
 
 HERE = Path(__file__).resolve().parent
 KWOK_STAGES = HERE / "kwok-stages.yaml"
@@ -74,25 +75,6 @@ def chart_metacontroller_args() -> list[str]:
     if not args:
         raise ControlPlaneError(f"no metacontroller.commandArgs in {CHART_VALUES}")
     return args
-
-
-def free_ports(n: int) -> list[int]:
-    """Reserve ``n`` distinct free loopback ports.
-
-    All sockets stay open until every port is picked so the kernel cannot hand out the same
-    port twice; the remaining race with other programs is small and shows up as a clear
-    "address already in use" in the component's log.
-    """
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def tail(path: Path, limit: int = 4000) -> str:
@@ -445,6 +427,10 @@ class ControlPlane:
         generate_pki(self.pki)
 
     def write_kubeconfig(self) -> None:
+        self.write_client_kubeconfig(self.kubeconfig, "admin")
+
+    def write_client_kubeconfig(self, path: Path, user: str) -> Path:
+        """A kubeconfig for this apiserver that authenticates with ``user``'s client certificate."""
         # JSON is valid YAML, so no YAML library is needed.
         cfg = {
             "apiVersion": "v1",
@@ -458,16 +444,17 @@ class ControlPlane:
             ],
             "users": [
                 {
-                    "name": "admin",
+                    "name": user,
                     "user": {
-                        "client-certificate": str(self.pki / "admin.crt"),
-                        "client-key": str(self.pki / "admin.key"),
+                        "client-certificate": str(self.pki / f"{user}.crt"),
+                        "client-key": str(self.pki / f"{user}.key"),
                     },
                 }
             ],
-            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": user}}],
         }
-        self.kubeconfig.write_text(json.dumps(cfg, indent=1))
+        path.write_text(json.dumps(cfg, indent=1))
+        return path
 
     def _bin(self, name: str) -> Path:
         path = self.bin_dir / name

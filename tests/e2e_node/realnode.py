@@ -251,31 +251,6 @@ class NodeControlPlane(ControlPlane):
         # The Node authorizer and NodeRestriction know a kubelet by this identity.
         issue_client_cert(self.pki, "kubelet", f"/O=system:nodes/CN=system:node:{self.node_name}")
 
-    def write_client_kubeconfig(self, path: Path, user: str) -> Path:
-        cfg = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": "e2e",
-            "clusters": [
-                {
-                    "name": "e2e",
-                    "cluster": {"server": self.server, "certificate-authority": str(self.pki / "ca.crt")},
-                }
-            ],
-            "users": [
-                {
-                    "name": user,
-                    "user": {
-                        "client-certificate": str(self.pki / f"{user}.crt"),
-                        "client-key": str(self.pki / f"{user}.key"),
-                    },
-                }
-            ],
-            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": user}}],
-        }
-        path.write_text(json.dumps(cfg, indent=1))
-        return path
-
     def setup_host_network(self) -> None:
         """The bridge with the gateway address (before CoreDNS binds it and the kubelet claims it as
         node IP) and the sysctls a bridge plus kube-proxy need; their old values are restored at stop."""

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import admission_review, job
+from trainop.local.ports import free_ports
 from webhooks.tls import CertReloader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,16 +56,9 @@ def der(cert: Path) -> bytes:
     return ssl.PEM_cert_to_DER_cert(cert.read_text())
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def gunicorn(tmp_path: Path, **env: str) -> Iterator[tuple[str, int]]:
-    port = free_port()
+    (port,) = free_ports(1)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TRAINOP_")}
     environ |= {"TRAINOP_WEBHOOK_BIND": f"127.0.0.1:{port}", "TRAINOP_WEBHOOK_WORKERS": "1", **env}
     log = tmp_path / f"gunicorn-{port}.log"

@@ -205,7 +205,7 @@ def status_schema() -> Json:
 
 
 def openapi_schema(info: KindInfo) -> Json:
-    return _sorted(
+    schema: Json = _sorted(
         {
             "description": f"{info.kind} is a {info.framework} training job (Kubeflow Training Operator v1).",
             "type": "object",
@@ -224,6 +224,7 @@ def openapi_schema(info: KindInfo) -> Json:
             },
         }
     )
+    return schema
 
 
 def subresources(info: KindInfo) -> Json:
