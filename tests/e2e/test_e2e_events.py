@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 import yaml
+from controlplane import default_cache_dir
 from trainop_stack import Namespace, job, kwok_annotations, replica
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-KUBEFLOW_EXAMPLES = REPO.parent / "shared" / "vendor" / "kubeflow-training-operator-v1.9.4" / "examples"
+# Kubeflow's own examples, copied into the e2e cache by hack/build-kubeflow.sh.
+KUBEFLOW_EXAMPLES = default_cache_dir() / "kubeflow" / "examples"
 RUN_FOREVER = kwok_annotations(outcome=None, run_for=None)
 
 
