@@ -7,6 +7,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +17,7 @@ from flask import Flask, Response, request
 from hooks import metrics
 from hooks.kubeapi import ApiClient, Deleter, default_deleter
 from hooks.recorder import Recorder
-from hooks.request import parse
+from hooks.request import HookRequest, parse
 from trainop.controller import ttl
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
@@ -43,78 +44,78 @@ def _json(obj: Any, status: int = 200) -> Response:
     return Response(_dumps(obj), status=status, mimetype="application/json")
 
 
-def create_app(
-    settings: Settings | None = None,
-    deleter: Deleter | None = None,
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    recorder: Recorder | None = None,
-) -> Flask:
-    settings = settings or Settings.from_env()
-    app = Flask("trainop-hooks")
-    app.config["MAX_CONTENT_LENGTH"] = int(os.environ.get("TRAINOP_HOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY))
+@dataclass(frozen=True)
+class HookServer:
+    """What answering a hook call needs; the flask routes below only hand it the request body."""
 
-    def handle(finalizing_route: bool) -> Response:
+    settings: Settings
+    deleter: Deleter | None
+    clock: Callable[[], datetime]
+    recorder: Recorder | None
+
+    def answer(self, path: str, data: bytes, finalizing_route: bool) -> Response:
         started = time.perf_counter()
-        data = request.get_data(cache=False)
         try:
             hook = parse(_loads(data))
         except (orjson.JSONDecodeError, ValueError, BadRequest) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "empty body"
             prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
-            log.info(json.dumps({"path": request.path, "code": 400, "error": prefix + reason}))
+            log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
             return _json({"error": prefix + reason}, 400)
         parent = hook.parent
         if finalizing_route or hook.finalizing:
-            observed = any(hook.children.get(k) for k in hook.children)
-            response: dict[str, Any] = {
-                "status": parent.get("status") or {},
-                "children": [],
-                "finalized": not observed,
-            }
+            response = self.finalize(hook)
         else:
-            now = clock()
-            result = sync(parent, hook.children, settings, now)
-            response = result.response()
-            metrics.record_transitions(parent, result.status)
-            if recorder is not None and result.events:
-                recorder.submit(parent, result.events)  # queued: written after the response
-            if result.delete_parent:
-                retry = _delete(parent, now)
-                if retry is not None:  # never a null: nothing in a response may be None
-                    response["resyncAfterSeconds"] = retry
+            response = self.sync(parent, hook.children)
         out = _json(response)
         elapsed = time.perf_counter() - started
-        metrics.record_call(request.path.strip("/"), parent["kind"], elapsed, len(data))
+        metrics.record_call(path.strip("/"), parent["kind"], elapsed, len(data))
         meta = parent["metadata"]
+        entry = {
+            "path": path,
+            "kind": parent["kind"],
+            "namespace": meta.get("namespace"),
+            "name": meta["name"],
+        }
         log.info(
             json.dumps(
-                {
-                    "path": request.path,
-                    "kind": parent["kind"],
-                    "namespace": meta.get("namespace"),
-                    "name": meta["name"],
-                    "children": len(response["children"]),
-                    "latency_ms": round(elapsed * 1000, 2),
-                }
+                {**entry, "children": len(response["children"]), "latency_ms": round(elapsed * 1000, 2)}
             )
         )
         return out
 
-    def _delete(parent: dict[str, Any], now: datetime) -> float | None:
+    def finalize(self, hook: HookRequest) -> dict[str, Any]:
+        observed = any(hook.children.get(k) for k in hook.children)
+        return {"status": hook.parent.get("status") or {}, "children": [], "finalized": not observed}
+
+    def sync(self, parent: dict[str, Any], children: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        now = self.clock()
+        result = sync(parent, children, self.settings, now)
+        response = result.response()
+        metrics.record_transitions(parent, result.status)
+        if self.recorder is not None and result.events:
+            self.recorder.submit(parent, result.events)  # queued: written after the response
+        if result.delete_parent:
+            retry = self.delete(parent, now)
+            if retry is not None:  # never a null: nothing in a response may be None
+                response["resyncAfterSeconds"] = retry
+        return response
+
+    def delete(self, parent: dict[str, Any], now: datetime) -> float | None:
         """Delete the job if the apiserver's copy of it (never the request's) says its TTL expired."""
         meta = parent["metadata"]
-        if deleter is None:
+        if self.deleter is None:
             log.warning(
                 "ttlSecondsAfterFinished expired for %s but the hook has no API credentials", meta["name"]
             )
             return None
         try:
-            server = deleter.get_job(parent["kind"], meta.get("namespace") or "default", meta["name"])
+            server = self.deleter.get_job(parent["kind"], meta.get("namespace") or "default", meta["name"])
             decision = ttl.verdict(parent, server, now)
             if decision.delete and server is not None:
-                if recorder is not None:
-                    recorder.record_deletion(server)
-                if deleter.delete_job(server):
+                if self.recorder is not None:
+                    self.recorder.record_deletion(server)
+                if self.deleter.delete_job(server):
                     metrics.record_deleted(server)
         except Exception:
             log.exception("deleting %s after its TTL failed; retrying", meta["name"])
@@ -124,13 +125,24 @@ def create_app(
             log.warning(json.dumps({**entry, "name": meta["name"], "reason": decision.reason}))
         return decision.retry_after
 
+
+def create_app(
+    settings: Settings | None = None,
+    deleter: Deleter | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    recorder: Recorder | None = None,
+) -> Flask:
+    server = HookServer(settings or Settings.from_env(), deleter, clock, recorder)
+    app = Flask("trainop-hooks")
+    app.config["MAX_CONTENT_LENGTH"] = int(os.environ.get("TRAINOP_HOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY))
+
     @app.post("/sync")
     def sync_route() -> Response:
-        return handle(finalizing_route=False)
+        return server.answer(request.path, request.get_data(cache=False), finalizing_route=False)
 
     @app.post("/finalize")
     def finalize_route() -> Response:
-        return handle(finalizing_route=True)
+        return server.answer(request.path, request.get_data(cache=False), finalizing_route=True)
 
     @app.after_request
     def count(response: Response) -> Response:
