@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hooks.app import create_app
@@ -152,6 +152,18 @@ def test_planted_status_keys_are_not_echoed(path: str, body: Json) -> None:
     }
     if path == "/finalize":
         assert status["podRestarts"] == {"tf-worker-0": {"count": 1, "uid": "uid-of-a-gone-pod"}}
+
+
+def test_the_fuzz_settings_follow_the_loaded_profile() -> None:
+    """Built before tests/conftest.py loads its profile, a suite's settings would draw fresh random examples
+    in the gate (or keep no database when exploring)."""
+    from tests.test_fuzz_gunicorn import THROUGH_GUNICORN
+    from tests.webhooks.test_fuzz import FUZZ as WEBHOOK_FUZZ
+
+    loaded = settings()
+    assert settings.get_current_profile_name() in ("repeatable", "explore")
+    for suite in (FUZZ, THROUGH_GUNICORN, WEBHOOK_FUZZ):
+        assert (suite.derandomize, suite.database is None) == (loaded.derandomize, loaded.database is None)
 
 
 def test_a_child_whose_kind_is_not_a_string_is_a_400() -> None:

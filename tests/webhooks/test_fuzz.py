@@ -28,7 +28,6 @@ ROUTES = st.sampled_from(["/mutate", "/validate"])
 FUZZ = settings(
     max_examples=int(os.environ.get("TRAINOP_FUZZ_EXAMPLES", "150")),
     deadline=None,
-    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 
