@@ -10,7 +10,8 @@
 test_chart_in_cluster.py starts a node of its own (the chart installed in-cluster, nothing on the host);
 there is one node per machine, so its tests are ordered before every other test of this tier.
 
-Every test here is in the ``node`` tier (tests/conftest.py marks it); failed tests get the component logs' tails in their report.
+Every test here is in the ``node`` tier (tests/conftest.py marks it); failed tests get the component
+logs' tails in their report.
 """
 
 from __future__ import annotations
