@@ -112,6 +112,8 @@ def _with_sane_status(parent: Json) -> Json:
             if _sane_condition(cond)
         ]
     if "replicaStatuses" in clean:
+        # Keyed by the kind's canonical replica types, the only keys the sync writes.
+        replica_types = KINDS[parent["kind"]].replica_types
         clean["replicaStatuses"] = {
             k: {
                 f: n
@@ -119,7 +121,7 @@ def _with_sane_status(parent: Json) -> Json:
                 if (f == "selector" and isinstance(n, str)) or (f in REPLICA_COUNTS and _count(n))
             }
             for k, v in clean["replicaStatuses"].items()
-            if isinstance(v, dict)
+            if k in replica_types and isinstance(v, dict)
         }
     if "podRestarts" in clean:
         clean["podRestarts"] = {

@@ -87,12 +87,14 @@ def check(status: int, data: bytes) -> None:
 
 
 def planted(seed: Json, keys: Json) -> Json:
-    """`seed` with `keys` added to its first condition, each replica status and each pod restart."""
+    """`seed` with `keys` added to its first condition, each replica status and each pod restart, and a
+    replica status of a type the kind does not have."""
     body: Json = orjson.loads(orjson.dumps(seed))
     status = body["parent"]["status"]
     status["conditions"][0].update(keys)
     for entry in status["replicaStatuses"].values():
         entry.update(keys)
+    status["replicaStatuses"]["Bogus"] = {"active": 1}
     status["podRestarts"] = {"tf-worker-0": {"count": 1, "uid": "uid-of-a-gone-pod", **keys}}
     return body
 
@@ -145,6 +147,7 @@ def test_planted_status_keys_are_not_echoed(path: str, body: Json) -> None:
         assert values, field
         for value in values:
             assert set(value) <= OWNED_FIELDS[field], (field, value)
+    assert set(status["replicaStatuses"]) == {"Chief", "PS", "Worker"}
     # Only the planted keys go: what the hook owns is kept.
     sent = body["parent"]["status"]
     assert status["conditions"][0] == {
