@@ -66,8 +66,13 @@ def parse(body: Any) -> HookRequest:
 
 
 def _with_sane_status(parent: Json) -> Json:
-    """Drop status fields of the wrong shape: only another writer can corrupt them, and a 400 would
-    make Metacontroller retry forever instead of letting the hook rebuild them."""
+    """Only the status fields the hook writes, of the shape it writes them; the rest is dropped.
+
+    Only another writer can plant or corrupt them, and a 400 would make Metacontroller retry forever
+    instead of letting the hook rebuild them. Nothing planted may come back in the answer either: the
+    sync and /finalize carry conditions, replica statuses and pod restarts over as they are, so each
+    entry keeps only the fields the hook writes (a null or an unknown key could make every sync differ
+    from the stored status, or hand another writer's data back as the hook's)."""
     status = parent.get("status")
     if not isinstance(status, dict):
         return {**parent, "status": {}}
@@ -82,16 +87,26 @@ def _with_sane_status(parent: Json) -> Json:
     }
     clean: dict[str, Any] = {k: v for k, v in status.items() if k in shapes and isinstance(v, shapes[k])}
     if "conditions" in clean:
-        clean["conditions"] = [c for c in clean["conditions"] if _sane_condition(c)]
+        clean["conditions"] = [
+            {f: n for f, n in cond.items() if f in CONDITION_FIELDS}
+            for cond in clean["conditions"]
+            if _sane_condition(cond)
+        ]
     if "replicaStatuses" in clean:
+        # Keyed by the kind's canonical replica types, the only keys the sync writes.
+        replica_types = KINDS[parent["kind"]].replica_types
         clean["replicaStatuses"] = {
-            k: {f: n for f, n in v.items() if (f == "selector" and isinstance(n, str)) or _count(n)}
+            k: {
+                f: n
+                for f, n in v.items()
+                if (f == "selector" and isinstance(n, str)) or (f in REPLICA_COUNTS and _count(n))
+            }
             for k, v in clean["replicaStatuses"].items()
-            if isinstance(v, dict)
+            if k in replica_types and isinstance(v, dict)
         }
     if "podRestarts" in clean:
         clean["podRestarts"] = {
-            k: v
+            k: {f: n for f, n in v.items() if f in ("count", "uid")}
             for k, v in clean["podRestarts"].items()
             if isinstance(v, dict) and _count(v.get("count")) and isinstance(v.get("uid"), str)
         }
@@ -102,6 +117,8 @@ def _with_sane_status(parent: Json) -> Json:
 
 
 CONDITION_FIELDS = ("type", "status", "reason", "message", "lastUpdateTime", "lastTransitionTime")
+# A replica status's fields besides `selector` (the deprecated `labelSelector` object is never written).
+REPLICA_COUNTS = ("active", "succeeded", "failed")
 
 
 def _sane_condition(cond: Any) -> bool:

@@ -6,7 +6,32 @@ or list, nesting thousands deep, NaN, infinities or integers far past 64 bits, a
 lone surrogates, NULs and right-to-left marks. Some of that is not valid JSON at all (NaN, lone
 surrogates, nesting past the parser's limit): the server must answer 400 for it, not fail.
 
-`TRAINOP_FUZZ_EXAMPLES` sets the examples per suite (200 by default; hack/test.sh runs 10,000).
+`TRAINOP_FUZZ_EXAMPLES` sets the examples per suite (200 by default; `make fuzz` runs 10,000).
+
+Two hypothesis profiles (tests/conftest.py registers them and loads ``repeatable`` for every run):
+
+* ``repeatable``, the default of every run (the bare run, `make unit`, `make fuzz`, CI): derandomized
+  (hypothesis seeds each test from a hash of the test itself), no example database, no deadline and no
+  too-slow health check. The same commit therefore draws the same examples and gives the same verdict on
+  any machine and under any load, as long as hypothesis is the pinned version (pyproject.toml): a new
+  version may draw other examples, so it is upgraded in a commit of its own that the gate judges.
+* ``explore`` (`make explore`, never part of `make all` or CI): fresh random examples in rounds until a
+  time budget runs out (`TRAINOP_EXPLORE_SECONDS`, 300 by default), with hypothesis's example database
+  in `.hypothesis/` on, so a failure found once is replayed first by every later explore run on that
+  machine.
+
+A bug that explore finds becomes an explicit regression example, so that the repeatable gate checks it
+on every machine from then on, before or with its fix:
+
+1. Take the failing body from the report's "Falsifying example:" lines (hypothesis shrinks it first);
+   `encode(body)` shows its JSON text.
+2. Either put it on the property itself, above `@given`, as
+   ``@example(body=..., ascii_only=False)`` (the same keywords as `@given`), or, better when the bug has
+   a name, write a test of its own next to the property that posts that body and asserts the exact
+   answer (tests/hooks/test_fuzz_hostile.py has both for one bug: the `@example`s of
+   `PLANTED_IN_A_FINISHED_JOB` and `test_planted_status_keys_are_not_echoed`).
+3. See the new example fail, fix the code, see it pass. The database entry in `.hypothesis/` is then
+   redundant; nothing in the repository depends on it.
 """
 
 from __future__ import annotations
@@ -21,10 +46,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 EXAMPLES = int(os.environ.get("TRAINOP_FUZZ_EXAMPLES", "200"))
+# Derandomization and the example database come from the profile; only the volume is set here.
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
-    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
 )
 

@@ -227,7 +227,9 @@ def test_the_webhooks_may_touch_only_their_secret_and_their_two_configurations(i
     assert role["metadata"]["namespace"] == manifests.NAMESPACE
 
 
-def kubectl_binary() -> str:
+@pytest.fixture(scope="module")
+def kubectl() -> str:
+    """kubectl (asking for it puts a test in the e2e tier: tests/conftest.py)."""
     for candidate in (
         str(Path(os.environ.get("TRAINOP_E2E_CACHE", Path.home() / ".cache/trainop-e2e")) / "bin/kubectl"),
         shutil.which("kubectl"),
@@ -237,7 +239,9 @@ def kubectl_binary() -> str:
     pytest.fail("kubectl not found: run hack/build-control-plane.sh (it installs kubectl)")
 
 
-def test_the_cert_manager_component_switches_the_webhooks_to_cert_managers_secret(tmp_path: Path) -> None:
+def test_the_cert_manager_component_switches_the_webhooks_to_cert_managers_secret(
+    kubectl: str, tmp_path: Path
+) -> None:
     """manifests/cert-manager/ used as its kustomization.yaml says: from a kustomization of one's own."""
     site = tmp_path / "site"
     site.mkdir()
@@ -250,7 +254,7 @@ def test_the_cert_manager_component_switches_the_webhooks_to_cert_managers_secre
         )
     )
     result = subprocess.run(
-        [kubectl_binary(), "kustomize", str(site)], capture_output=True, text=True, timeout=120, check=False
+        [kubectl, "kustomize", str(site)], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
     docs = [d for d in yaml.load_all(result.stdout, Loader=Loader) if d is not None]
@@ -345,7 +349,7 @@ def helm_binary() -> str | None:
 
 @pytest.fixture(scope="module")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """helm, and a copy of the chart without its dependency.
+    """helm, and a copy of the chart without its dependency (asking for it puts a test in the e2e tier).
 
     helm install/template refuse a chart whose dependency is missing from charts/ even when its condition
     is false, and the dependency lives in an OCI registry this machine cannot reach.

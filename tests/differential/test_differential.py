@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from harness import Differential
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.differential
 
 
 def test_every_case_runs_to_its_end_on_both_operators(differential: Differential) -> None:

@@ -10,7 +10,8 @@
 test_chart_in_cluster.py starts a node of its own (the chart installed in-cluster, nothing on the host);
 there is one node per machine, so its tests are ordered before every other test of this tier.
 
-Every test here is marked ``e2e_node``; failed tests get the component logs' tails in their report.
+Every test here is in the ``node`` tier (tests/conftest.py marks it); failed tests get the component
+logs' tails in their report.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ OWN_NODE_MODULES = ("test_chart_in_cluster.py",)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).resolve().parent
     mine = [i for i, item in enumerate(items) if here in Path(str(item.fspath)).resolve().parents]
-    for i in mine:
-        items[i].add_marker(pytest.mark.e2e_node)
     # One node per machine: a module with its own node must finish before node_stack starts.
     ordered = sorted(
         (items[i] for i in mine), key=lambda item: Path(str(item.fspath)).name not in OWN_NODE_MODULES

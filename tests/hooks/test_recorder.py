@@ -7,7 +7,6 @@ import copy
 import json
 import logging
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +24,8 @@ JOB = {
     "metadata": {"name": "j", "namespace": "ns", "uid": "u1"},
 }
 CREATED = Event("Normal", "SuccessfulCreatePod", "Created pod: j-master-0", "first")
+# How long a test waits for the writer thread: room for a loaded machine, spent only when it hangs.
+DRAIN_SECONDS = 60
 
 
 class FakeEventApi:
@@ -124,10 +125,10 @@ def test_events_already_recorded_by_this_process_cost_no_request() -> None:
     api = FakeEventApi()
     rec = recorder(api)
     rec.submit(JOB, [CREATED])
-    assert rec.drain()
+    assert rec.drain(DRAIN_SECONDS)
     api.requests.clear()
     rec.submit(JOB, [CREATED])
-    assert rec.drain()
+    assert rec.drain(DRAIN_SECONDS)
     assert api.requests == []
 
 
@@ -156,12 +157,19 @@ def test_submit_never_blocks_even_when_the_queue_is_full() -> None:
     api = FakeEventApi()
     api.gate.clear()  # the writer thread hangs on its first request
     rec = Recorder(api, clock=lambda: NOW, max_batches=1)
-    started = time.perf_counter()
-    for i in range(20):
-        rec.submit(JOB, [Event("Normal", "R", f"m{i}", "o")])
-    assert time.perf_counter() - started < 0.5
+    submitted = threading.Event()
+
+    def submit_all() -> None:
+        for i in range(20):
+            rec.submit(JOB, [Event("Normal", "R", f"m{i}", "o")])
+        submitted.set()
+
+    threading.Thread(target=submit_all, daemon=True).start()
+    # A submit that waited for room in the queue would wait for the gate, which opens only below: the
+    # bound is for a loaded machine to run 20 calls, not a measure of their speed.
+    assert submitted.wait(DRAIN_SECONDS)
     api.gate.set()
-    assert rec.drain()
+    assert rec.drain(DRAIN_SECONDS)
 
 
 def test_api_errors_are_logged_never_raised() -> None:
@@ -185,7 +193,7 @@ def test_the_sync_route_hands_its_events_to_the_recorder() -> None:
     body = {"parent": copy.deepcopy(JOB), "children": {}, "finalizing": False}
     response = app.post("/sync", data=json.dumps(body), content_type="application/json")
     assert response.status_code == 200
-    assert rec.drain()
+    assert rec.drain(DRAIN_SECONDS)
     assert sorted(e["message"] for e in api.events.values()) == [
         "Created pod: j-master-0",
         "Created service: j-master-0",
@@ -250,7 +258,7 @@ def test_a_ttl_deletion_records_kubeflows_deleted_job_event_before_deleting() ->
     app = create_app(Settings(), api, lambda: NOW, recorder=rec).test_client()
     body = {"parent": expired_job(), "children": {}, "finalizing": False}
     assert app.post("/sync", data=json.dumps(body), content_type="application/json").status_code == 200
-    assert rec.drain()
+    assert rec.drain(DRAIN_SECONDS)
     assert [(e["reason"], e["message"]) for e in api.events.values()] == [
         ("SuccessfulDeletePod", "Deleted job: j")
     ]

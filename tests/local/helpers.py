@@ -36,7 +36,9 @@ def pids_tagged(tag: str) -> list[int]:
     return found
 
 
-def eventually(check: Callable[[], bool], timeout: float = 20.0, interval: float = 0.05) -> bool:
+def eventually(check: Callable[[], bool], timeout: float = 60.0, interval: float = 0.05) -> bool:
+    """Whether `check` comes true within `timeout`: what a process does (start, exit, die of a signal)
+    takes the OS milliseconds, and seconds on a loaded machine; the timeout is spent only on a bug."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import signal
-import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,10 @@ from trainop.admission.defaults import apply_defaults
 from trainop.admission.validation import validate
 
 PT = "PyTorchJob"
+
+
+def stamp(value: str) -> datetime:
+    return datetime.fromisoformat(value)
 
 
 def hang(tag: str, *extra: str) -> list[str]:
@@ -168,11 +172,14 @@ def test_active_deadline_stops_a_hanging_job(tmp_path: Path) -> None:
         Master=replica(PT, hang(tag)),
         Worker=replica(PT, hang(tag), replicas=2),
     )
-    began = time.monotonic()
-    result = trainop(str(job), "--workdir", str(tmp_path / "run"), "--grace-period", "1", timeout=60)
-    assert result.returncode == 1
+    # Were the deadline missed, the run's own --timeout would end it with 124, not 1.
+    run = ("--workdir", str(tmp_path / "run"), "--grace-period", "1", "--timeout", "45")
+    result = trainop(str(job), *run, timeout=90)
+    assert result.returncode == 1, result.stdout
     assert "Job t has failed because it was active longer than specified deadline" in result.stdout
-    assert time.monotonic() - began < 20
+    status = json.loads((tmp_path / "run" / "job.json").read_text())["status"]
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert stamp(failed["lastTransitionTime"]) - stamp(status["startTime"]) >= timedelta(seconds=2)
     assert pids_tagged(tag) == []
 
 

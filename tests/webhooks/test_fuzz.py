@@ -28,7 +28,6 @@ ROUTES = st.sampled_from(["/mutate", "/validate"])
 FUZZ = settings(
     max_examples=int(os.environ.get("TRAINOP_FUZZ_EXAMPLES", "150")),
     deadline=None,
-    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 
@@ -144,7 +143,7 @@ def test_random_specs_of_every_kind_get_a_clean_answer(path: str, seed: Json, sp
     assert_clean_answer(status, data, review)
 
 
-# ---- hostile bodies at volume (tests/fuzzing.py; hack/test.sh runs 10,000 of each) ------------------
+# ---- hostile bodies at volume (tests/fuzzing.py; `make fuzz` runs 10,000 of each) -------------------
 HOSTILE_SEEDS = [
     admission_review(seed, operation, old=copy.deepcopy(seed) if operation == "UPDATE" else None)
     for seed in SEEDS

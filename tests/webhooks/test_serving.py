@@ -26,6 +26,9 @@ from trainop.local.ports import free_ports
 from webhooks.tls import CertReloader
 
 ROOT = Path(__file__).resolve().parents[2]
+# Waits with room for a loaded machine: a healthy server answers in milliseconds, so they cost nothing.
+STARTUP_SECONDS = 60
+IO_SECONDS = 30
 
 
 def make_cert(directory: Path, common_name: str) -> None:
@@ -68,7 +71,7 @@ def gunicorn(tmp_path: Path, **env: str) -> Iterator[tuple[str, int]]:
             cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + STARTUP_SECONDS
         while True:
             assert proc.poll() is None, log.read_text()
             try:
@@ -93,7 +96,7 @@ def served_cert(addr: tuple[str, int]) -> bytes:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(addr, timeout=5) as raw, ctx.wrap_socket(raw) as tls:
+    with socket.create_connection(addr, timeout=IO_SECONDS) as raw, ctx.wrap_socket(raw) as tls:
         cert = tls.getpeercert(binary_form=True)
     assert cert is not None
     return cert
@@ -102,11 +105,11 @@ def served_cert(addr: tuple[str, int]) -> bytes:
 def https(addr: tuple[str, int], trusted: Path) -> closing[http.client.HTTPSConnection]:
     """A client that trusts only `trusted`, so a successful request proves which certificate was served."""
     context = ssl.create_default_context(cafile=str(trusted))
-    return closing(http.client.HTTPSConnection(*addr, timeout=5, context=context))
+    return closing(http.client.HTTPSConnection(*addr, timeout=IO_SECONDS, context=context))
 
 
 def plain(addr: tuple[str, int]) -> closing[http.client.HTTPConnection]:
-    return closing(http.client.HTTPConnection(*addr, timeout=5))
+    return closing(http.client.HTTPConnection(*addr, timeout=IO_SECONDS))
 
 
 def validate_once(conn: http.client.HTTPConnection) -> http.client.HTTPResponse:
