@@ -76,19 +76,28 @@ def set_webhook_failure_policy(stack: TrainopStack, policy: str) -> None:
 
 
 def audited_stack(
-    work_dir: Path, *, metacontroller_args: Sequence[str] = (), hook_workers: int = 2
+    work_dir: Path,
+    *,
+    metacontroller_args: Sequence[str] = (),
+    hook_workers: int = 2,
+    resync_period_seconds: int | None = None,
 ) -> TrainopStack:
     """A started TrainopStack of its own whose apiserver writes an audit log (``observe.enable_audit``).
 
     Fault tests get their own stack so that a component they kill can never break another test module.
-    One retry when a random port was taken between picking and binding it.
+    One retry when a random port was taken between picking and binding it. ``resync_period_seconds``
+    replaces the installed CompositeControllers' period (``None``: the product's, as the fault tests need).
     """
     bin_dir = default_bin_dir()
     ensure_binaries(bin_dir, work_dir / "build-control-plane.log")
 
     def start(name: str) -> TrainopStack:
         stack = TrainopStack(
-            work_dir / name, bin_dir, metacontroller_args=metacontroller_args, hook_workers=hook_workers
+            work_dir / name,
+            bin_dir,
+            metacontroller_args=metacontroller_args,
+            hook_workers=hook_workers,
+            resync_period_seconds=resync_period_seconds,
         )
         enable_audit(stack.cp)
         return stack.start()

@@ -198,12 +198,18 @@ def webhook_configurations(url: str, ca_bundle: str) -> list[dict[str, Any]]:
     return out
 
 
-def composite_controllers(hook_base: str) -> list[dict[str, Any]]:
-    """manifests/compositecontrollers.yaml with only each hook's URL pointed at ``hook_base``."""
+def composite_controllers(hook_base: str, resync_period_seconds: int | None = None) -> list[dict[str, Any]]:
+    """manifests/compositecontrollers.yaml with only each hook's URL pointed at ``hook_base``.
+
+    ``resync_period_seconds`` replaces the installed period, for a measurement that must not count
+    Metacontroller's periodic resyncs (a load run's "no hook call once everything finished").
+    """
     out = []
     for doc in yaml.safe_load_all(COMPOSITE_CONTROLLERS.read_text()):
         if not doc:
             continue
+        if resync_period_seconds is not None:
+            doc["spec"]["resyncPeriodSeconds"] = resync_period_seconds
         for which, hook in (doc["spec"].get("hooks") or {}).items():
             webhook = hook.get("webhook") or {}
             if "url" in webhook or "service" in webhook:
@@ -232,12 +238,16 @@ class TrainopStack:
         *,
         metacontroller_args: Sequence[str] = (),
         hook_workers: int = 2,
+        resync_period_seconds: int | None = None,
     ) -> None:
         self.cp = ControlPlane(bin_dir or default_bin_dir(), work_dir)
         self.work_dir = self.cp.work_dir
         self.webhook_port, self.hook_port, self.webhook_metrics_port, self.hook_metrics_port = free_ports(4)
         self.metacontroller_args = list(metacontroller_args)
         self.hook_workers = hook_workers
+        self.resync_override = resync_period_seconds
+        # The registered controllers' resyncPeriodSeconds: every job is synced at least this often.
+        self.resync_period_seconds = 0
         self.webhook_configs: list[tuple[str, str]] = []  # (kind, name)
         self.controllers: list[str] = []
         self.timings: dict[str, float] = {}
@@ -357,9 +367,10 @@ class TrainopStack:
         self.cp.wait_until("mutating webhook effective", defaulted, timeout=timeout, interval=0.3)
 
     def register_controllers(self, timeout: float = 60.0) -> None:
-        ccs = composite_controllers(f"http://127.0.0.1:{self.hook_port}")
+        ccs = composite_controllers(f"http://127.0.0.1:{self.hook_port}", self.resync_override)
         self.cp.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": ccs}))
         self.controllers = [c["metadata"]["name"] for c in ccs]
+        self.resync_period_seconds = max(int(c["spec"]["resyncPeriodSeconds"]) for c in ccs)
         self.wait_controllers_started(0, timeout)
 
     def wait_controllers_started(self, log_offset: int, timeout: float = 60.0) -> None:

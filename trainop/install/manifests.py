@@ -29,9 +29,10 @@ HOOKS_URL = f"http://{HOOKS_NAME}.{NAMESPACE}"
 # The Secret holding the webhook's CA and serving certificate: written by the webhook server itself
 # (self mode, the default), or by cert-manager (manifests/cert-manager/).
 WEBHOOK_CERT = "trainop-webhook-cert"
-# A periodic resync is only a safety net: the hooks ask for precise wake-ups (TTL, deadlines, restarts)
-# with resyncAfterSeconds, and every resync of every job costs a hook call.
-RESYNC_PERIOD_SECONDS = 300
+# The bound on recovery after failed syncs (docs/runbook.md, "Hook server down"): each period enqueues
+# every job past its backoff in Metacontroller's queue. The hooks still ask for precise wake-ups (TTL,
+# deadlines, restarts) with resyncAfterSeconds; each resync of each job costs one hook call.
+RESYNC_PERIOD_SECONDS = 60
 HOOK_TIMEOUT = "10s"
 LABELS: Mapping[str, str] = {"app.kubernetes.io/name": "trainop", "app.kubernetes.io/part-of": "trainop"}
 # The apiserver must never call our webhooks for its own namespaces or for ours (a webhook that
