@@ -495,3 +495,32 @@ def test_chart_names_the_certificate_after_the_release(helm: tuple[str, Path]) -
         ("validatingwebhookconfigurations", "ops-validate"): ["get", "patch"],
     }
     assert one(rendered, "ServiceAccount", "ops-webhooks")["automountServiceAccountToken"] is True
+
+
+@pytest.mark.parametrize("period", ["0", "null"])
+def test_the_chart_refuses_a_composite_controller_without_a_resync_period(
+    helm: tuple[str, Path], period: str
+) -> None:
+    # The period bounds how long a job waits after failed syncs (a hooks outage): without one it is
+    # Metacontroller's backoff, up to 1000 s.
+    binary, chart = helm
+    args = [
+        binary,
+        "template",
+        "trainop",
+        str(chart),
+        "-n",
+        manifests.NAMESPACE,
+        "--set",
+        "metacontroller.enabled=false",
+    ]
+    args += ["--set", f"compositeController.resyncPeriodSeconds={period}"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert "compositeController.resyncPeriodSeconds must be at least 1" in result.stderr
+
+
+def test_the_chart_registers_its_resync_period_on_every_controller(helm: tuple[str, Path]) -> None:
+    docs = render(helm, "compositeController.resyncPeriodSeconds=120")
+    periods = {d["spec"]["resyncPeriodSeconds"] for d in docs if d["kind"] == "CompositeController"}
+    assert periods == {120}

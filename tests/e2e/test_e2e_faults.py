@@ -224,7 +224,7 @@ def test_jobs_survive_kube_apiserver_restart(fault_stack: TrainopStack, ns: Name
         time.sleep(APISERVER_OUTAGE_SECONDS)
         restart_apiserver(fault_stack)
         # kwok (the fake kubelet) lost its pending "run for 20s" timers with the apiserver; a real
-        # kubelet keeps running its containers. See control-plane.md §9.
+        # kubelet keeps running its containers. See docs/build.md#known-behaviour-of-the-test-control-plane.
         restart_kwok(fault_stack)
         for obj in jobs:
             assert_intact(ns, tracker, obj)

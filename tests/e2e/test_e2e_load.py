@@ -18,11 +18,14 @@ pytestmark = pytest.mark.e2e
 
 JOBS = 20
 WORKERS = 3
+LONG_RESYNC_SECONDS = 3600
 
 
 @pytest.fixture(scope="module")
 def load_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainopStack]:
-    stack = audited_stack(tmp_path_factory.mktemp("e2e-load"))
+    # Periodic resyncs would be hook calls the "none after finish" window must not see: an hour keeps
+    # them out of any run, however slow the machine.
+    stack = audited_stack(tmp_path_factory.mktemp("e2e-load"), resync_period_seconds=LONG_RESYNC_SECONDS)
     try:
         yield stack
     finally:
@@ -31,8 +34,7 @@ def load_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainopStac
 
 @pytest.fixture(scope="module")
 def run(load_stack: TrainopStack) -> LoadRun:
-    # Metacontroller resyncs every job resyncPeriodSeconds (300 s) after it started; a fresh one keeps that
-    # resync out of the window that must see no hook call, however slow the machine.
+    # A fresh Metacontroller: no backoff or queued retry from an earlier module's jobs.
     load_stack.restart_metacontroller()
     return run_load(load_stack, mixed_jobs(JOBS, WORKERS, run_for="5s"), timeout=300)
 
