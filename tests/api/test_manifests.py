@@ -365,21 +365,16 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     return binary, copy
 
 
-def render(helm: tuple[str, Path], *settings: str) -> list[Json]:
+def helm_template(helm: tuple[str, Path], *settings: str) -> subprocess.CompletedProcess[str]:
     binary, chart = helm
-    args = [
-        binary,
-        "template",
-        "trainop",
-        str(chart),
-        "-n",
-        manifests.NAMESPACE,
-        "--set",
-        "metacontroller.enabled=false",
-    ]
-    for setting in settings:
+    args = [binary, "template", "trainop", str(chart), "-n", manifests.NAMESPACE]
+    for setting in ("metacontroller.enabled=false", *settings):
         args += ["--set", setting]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+
+
+def render(helm: tuple[str, Path], *settings: str) -> list[Json]:
+    result = helm_template(helm, *settings)
     assert result.returncode == 0, result.stderr
     return [d for d in yaml.load_all(result.stdout, Loader=Loader) if d is not None]
 
@@ -503,19 +498,7 @@ def test_the_chart_refuses_a_composite_controller_without_a_resync_period(
 ) -> None:
     # The period bounds how long a job waits after failed syncs (a hooks outage): without one it is
     # Metacontroller's backoff, up to 1000 s.
-    binary, chart = helm
-    args = [
-        binary,
-        "template",
-        "trainop",
-        str(chart),
-        "-n",
-        manifests.NAMESPACE,
-        "--set",
-        "metacontroller.enabled=false",
-    ]
-    args += ["--set", f"compositeController.resyncPeriodSeconds={period}"]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    result = helm_template(helm, f"compositeController.resyncPeriodSeconds={period}")
     assert result.returncode != 0
     assert "compositeController.resyncPeriodSeconds must be at least 1" in result.stderr
 
