@@ -116,6 +116,15 @@ def serving_problem(
     return f"the serving certificate does not name {', '.join(missing)}" if missing else None
 
 
+def signed_by(pair: KeyPair, ca: KeyPair) -> bool:
+    """Whether `ca`'s key signed `pair`'s certificate (False if either does not parse)."""
+    try:
+        pair.certificate().verify_directly_issued_by(ca.certificate())
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
 def covered_hosts(cert: x509.Certificate, hosts: Sequence[str]) -> set[str]:
     """Those of `hosts` that `cert`'s subjectAltName lists exactly (no wildcards: we never issue them)."""
     try:

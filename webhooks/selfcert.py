@@ -4,13 +4,24 @@ Like Kubeflow's cert-controller rotator, every replica runs the same idempotent 
 
 1. get-or-create the Secret (TRAINOP_WEBHOOK_CERT_SECRET) holding a CA (ca.crt, ca.key) and a serving
    certificate for the Service's DNS names (tls.crt, tls.key). A valid one is never replaced; a missing
-   or unusable one is created (`POST`, and on 409 AlreadyExists the winner's is read back), one close to
-   expiry is renewed (`PUT` with the read resourceVersion, and on 409 Conflict the winner's is read back).
-   So concurrent replicas converge on one Secret. The serving certificate is renewed with the same CA,
-   which leaves `caBundle` untouched; the CA itself lasts ten years.
-2. write the serving key and certificate into one file on the pod's tmpfs (the root filesystem is
+   one is created (`POST`, and on 409 AlreadyExists the winner's is read back), an unusable one or one
+   close to expiry is renewed (`PUT` with the read resourceVersion, and on 409 Conflict the winner's is
+   read back). So concurrent replicas converge on one Secret. The serving certificate is renewed with the
+   same CA, which leaves `caBundle` untouched; the CA itself lasts ten years.
+2. use only a Secret this server made. Whatever CA the Secret holds is served and injected into both
+   `caBundle`s, so a Secret of that name planted by someone else (a namespace admin, before the first
+   start) would make the apiserver trust their CA. What the server creates carries the annotation
+   `trainop/webhook-certificate: self-managed` and, when it runs as a ServiceAccount (always in a pod),
+   an owner reference to that ServiceAccount's uid, which nobody can know before the install creates
+   it; and its serving certificate is signed by its CA. A Secret lacking one of these is refused: the
+   server logs `secret-refused` with the reason and does not listen (the pod stays unready; a running
+   server keeps presenting its current certificate). Delete the Secret to have a new one issued, or set
+   TRAINOP_WEBHOOK_CERT_ADOPT=true to take it over (a hand-made or cert-manager Secret): its material
+   is kept while usable, and it gets the marks. A Secret made before the annotation existed (our
+   labels and owner reference) gets the annotation on its next check.
+3. write the serving key and certificate into one file on the pod's tmpfs (the root filesystem is
    read-only), atomically, so `webhooks.tls.CertReloader` presents it from the next TLS handshake on.
-3. patch `caBundle` of every webhook of the configurations it is told about (strategic merge keyed by
+4. patch `caBundle` of every webhook of the configurations it is told about (strategic merge keyed by
    webhook name, with a resourceVersion precondition). Only that field is written, under the field
    manager `trainop-webhooks`: `helm upgrade` (three-way merge) and `kubectl apply --server-side` leave
    a field they never set alone, so re-applying the install manifests keeps the injected CA.
@@ -33,6 +44,8 @@ Environment:
                                      (a development URL's host)
   TRAINOP_WEBHOOK_CERT_DIR           where the key + certificate file goes (default /tmp/trainop-webhook-tls)
   TRAINOP_WEBHOOK_CERT_CHECK_SECONDS period of the check (default 60)
+  TRAINOP_WEBHOOK_CERT_ADOPT         true: take over a Secret of that name this server did not make
+                                     (default false: refuse it)
   TRAINOP_KUBECONFIG                 a kubeconfig instead of the pod's ServiceAccount (development, tests)
 """
 
@@ -63,6 +76,7 @@ from webhooks.certs import (
     pem,
     pem_certificates,
     serving_problem,
+    signed_by,
 )
 
 Json = dict[str, Any]
@@ -78,6 +92,7 @@ ENV_MUTATING: Final = "TRAINOP_WEBHOOK_MUTATING_CONFIGURATIONS"
 ENV_VALIDATING: Final = "TRAINOP_WEBHOOK_VALIDATING_CONFIGURATIONS"
 ENV_DIR: Final = "TRAINOP_WEBHOOK_CERT_DIR"
 ENV_INTERVAL: Final = "TRAINOP_WEBHOOK_CERT_CHECK_SECONDS"
+ENV_ADOPT: Final = "TRAINOP_WEBHOOK_CERT_ADOPT"
 DEFAULT_DIR: Final = "/tmp/trainop-webhook-tls"
 DEFAULT_INTERVAL: Final = 60.0
 # Renew the serving certificate with a third of its life left; a CA that cannot sign a full-length
@@ -92,12 +107,19 @@ LABELS: Final = {
     "app.kubernetes.io/part-of": "trainop",
     "app.kubernetes.io/component": "webhooks",
 }
+# What marks a Secret as made by this server (besides the owner reference to its ServiceAccount).
+MARK: Final = "trainop/webhook-certificate"
+MARK_VALUE: Final = "self-managed"
 CONFIGURATION_RESOURCES: Final = {
     "mutating": "mutatingwebhookconfigurations",
     "validating": "validatingwebhookconfigurations",
 }
 
 log = logging.getLogger("trainop.webhooks.certs")
+
+
+class ForeignSecret(RuntimeError):
+    """The Secret of our name was not made by this server, and adopting it was not asked for."""
 
 
 class Api(Protocol):
@@ -118,6 +140,7 @@ class Settings:
     validating: tuple[str, ...] = ()
     cert_dir: Path = Path(DEFAULT_DIR)
     check_interval: float = DEFAULT_INTERVAL
+    adopt: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -139,6 +162,9 @@ class Settings:
             raise ValueError(
                 f"{ENV_INTERVAL} must be a number of seconds in (0, 86400], got {raw_interval!r}"
             )
+        raw_adopt = environ.get(ENV_ADOPT, "").strip().lower()
+        if raw_adopt not in ("", "true", "false"):
+            raise ValueError(f"{ENV_ADOPT} must be true or false, got {environ.get(ENV_ADOPT)!r}")
         settings = cls(
             namespace=required(ENV_NAMESPACE),
             secret=required(ENV_SECRET),
@@ -148,6 +174,7 @@ class Settings:
             validating=names(ENV_VALIDATING),
             cert_dir=Path(environ.get(ENV_DIR) or DEFAULT_DIR),
             check_interval=interval,
+            adopt=raw_adopt == "true",
         )
         if not settings.mutating and not settings.validating:
             raise ValueError(
@@ -295,13 +322,24 @@ class CertKeeper:
                 _event("secret-created", secret=self.settings.secret, hosts=list(hosts))
                 return material
             current = Material.from_secret(secret)
+            refusal = self.refusal(secret, current)
+            if refusal is not None and not self.settings.adopt:
+                fix = f"delete the Secret to have a new one issued, or set {ENV_ADOPT}=true to take it over"
+                name = self.settings.secret
+                _event("secret-refused", level=logging.ERROR, secret=name, reason=refusal, fix=fix)
+                raise ForeignSecret(f"Secret {name} {refusal}: {fix}")
             renewed = renewal(current, hosts, now)
-            if renewed is None and current is not None:
+            unmarked = refusal is not None or not self._marked(secret)
+            if renewed is None and current is not None and not unmarked:
                 return current
-            assert renewed is not None
-            material, why = renewed
+            if renewed is not None:
+                material, why = renewed
+            else:
+                assert current is not None
+                material, why = current, "it did not carry this server's marks"
             # PUT carries the resourceVersion just read: a concurrent writer makes this a 409, never a loss.
             secret["data"] = {**(secret.get("data") or {}), **material.secret_data()}
+            self._mark(secret)
             try:
                 self.api.request("PUT", self.secret_path, secret)
             except ApiError as exc:
@@ -310,9 +348,49 @@ class CertKeeper:
                     continue
                 raise
             kept_ca = current is not None and material.ca == current.ca
+            if refusal is not None:
+                _event("secret-adopted", level=logging.WARNING, secret=self.settings.secret, was=refusal)
             _event("secret-renewed", secret=self.settings.secret, reason=why, new_ca=not kept_ca)
             return material
         raise RuntimeError(f"Secret {self.settings.secret}: still conflicting after {MAX_CONFLICTS} attempts")
+
+    def refusal(self, secret: Json, material: Material | None) -> str | None:
+        """Why `secret` is not one this server made, or None if it is.
+
+        Ours carries our owner reference (when we run as a ServiceAccount) and our annotation (a Secret
+        from before the annotation: our owner reference and labels), and holds a serving certificate
+        signed by its CA, or no usable material at all (keys removed: renewed like an expired one).
+        """
+        meta = secret.get("metadata") or {}
+        owner = self._service_account()
+        if owner is not None:
+            refs = meta.get("ownerReferences") or []
+            if not any(isinstance(r, dict) and r.get("uid") == owner["uid"] for r in refs):
+                account = f"ServiceAccount {owner['name']} (uid {owner['uid']})"
+                return f"is not owned by {account}, which this server runs as"
+            labels = meta.get("labels") or {}
+            if not self._marked(secret) and not LABELS.items() <= labels.items():
+                return f"carries neither the annotation {MARK}: {MARK_VALUE} nor this server's labels"
+        elif not self._marked(secret):
+            return f"does not carry the annotation {MARK}: {MARK_VALUE}"
+        if material is not None and not signed_by(material.serving, material.ca):
+            return "holds a serving certificate (tls.crt) that its CA (ca.crt) did not sign"
+        return None
+
+    @staticmethod
+    def _marked(secret: Json) -> bool:
+        annotations = (secret.get("metadata") or {}).get("annotations") or {}
+        return isinstance(annotations, dict) and annotations.get(MARK) == MARK_VALUE
+
+    def _mark(self, secret: Json) -> None:
+        """Give an adopted or older Secret the marks of one this server made."""
+        meta = secret.setdefault("metadata", {})
+        meta["annotations"] = {**(meta.get("annotations") or {}), MARK: MARK_VALUE}
+        meta["labels"] = {**(meta.get("labels") or {}), **LABELS}
+        owner = self._service_account()
+        refs = list(meta.get("ownerReferences") or [])
+        if owner is not None and not any(r.get("uid") == owner["uid"] for r in refs):
+            meta["ownerReferences"] = [*refs, owner]
 
     def write_pem(self, serving: KeyPair) -> bool:
         """Write key + certificate for gunicorn atomically; False if the file already holds them."""
@@ -371,6 +449,7 @@ class CertKeeper:
             "name": self.settings.secret,
             "namespace": self.settings.namespace,
             "labels": LABELS,
+            "annotations": {MARK: MARK_VALUE},
         }
         owner = self._service_account()
         if owner is not None:
@@ -379,7 +458,8 @@ class CertKeeper:
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": metadata,
-            # The type cert-manager gives its Secrets, so either can take over the other's.
+            # The type cert-manager gives its Secrets, so cert-manager can take this one over (and we
+            # a cert-manager one, when told to adopt it).
             "type": "kubernetes.io/tls",
             "data": material.secret_data(),
         }
@@ -389,16 +469,18 @@ class CertKeeper:
 
         Who we are comes from a SelfSubjectReview (any authenticated user may ask); a ServiceAccount's
         user info carries its UID. Running under another identity (development), the Secret has no owner.
+        A failed review fails this sync (and is asked again): deciding without it would create a Secret
+        without owner, which every later start would refuse, and would judge a Secret by its annotation
+        alone.
         """
         if self._owner_known:
             return self._owner
-        self._owner_known = True
         review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
         try:
             info = self.api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
         except (ApiError, OSError) as exc:
-            _event("owner-unknown", error=str(exc))
-            return None
+            raise RuntimeError(f"cannot tell which ServiceAccount this server runs as: {exc}") from exc
+        self._owner_known = True
         user = (info.get("status") or {}).get("userInfo") or {}
         prefix = f"system:serviceaccount:{self.settings.namespace}:"
         username, uid = str(user.get("username") or ""), user.get("uid")

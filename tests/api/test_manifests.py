@@ -492,6 +492,15 @@ def test_chart_names_the_certificate_after_the_release(helm: tuple[str, Path]) -
     assert one(rendered, "ServiceAccount", "ops-webhooks")["automountServiceAccountToken"] is True
 
 
+def test_the_webhook_server_adopts_a_certificate_secret_it_did_not_create_only_when_told(
+    installed: list[Json], helm: tuple[str, Path]
+) -> None:
+    assert webhook_env(installed)["TRAINOP_WEBHOOK_CERT_ADOPT"] == "false"
+    assert webhook_env(render(helm))["TRAINOP_WEBHOOK_CERT_ADOPT"] == "false"
+    adopting = render(helm, "webhooks.adoptCertSecret=true")
+    assert webhook_env(adopting)["TRAINOP_WEBHOOK_CERT_ADOPT"] == "true"
+
+
 @pytest.mark.parametrize("period", ["0", "null"])
 def test_the_chart_refuses_a_composite_controller_without_a_resync_period(
     helm: tuple[str, Path], period: str

@@ -5,11 +5,15 @@ The rules: docs/design.md#children-per-kind and the sections after it.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from tests.builders import container, job, replica, with_spec
 from tests.hooks.fakes import Cluster, by_name, desired, labels, names, pods_by_name
 from trainop.api import constants as c
+from trainop.frameworks.mpi import MPI, MPIJOB
+from trainop.job.context import JobContext
 from trainop.job.settings import Settings
 
 OPERATOR = c.LABEL_OPERATOR_NAME
@@ -380,7 +384,7 @@ class TestMPIChildren:
                 assert obj["metadata"]["labels"] == {"app": "hvd"}, kind
                 assert obj["metadata"]["namespace"] == "ns"
 
-    def test_role_allows_exec_into_exactly_the_workers(self):
+    def test_role_allows_exec_into_exactly_the_workers_the_job_controls(self):
         role = by_name(desired(self.SPEC), "Role")["hvd-launcher"]
         assert role["rules"] == [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
@@ -398,6 +402,67 @@ class TestMPIChildren:
             "name": "hvd-launcher",
         }
 
+    def test_role_grants_no_exec_before_the_workers_exist(self):
+        role = by_name(Cluster(self.SPEC).sync().children, "Role")["hvd-launcher"]
+        assert role["rules"] == [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        ]
+
+    def test_role_names_each_worker_in_the_sync_after_it_is_created(self):
+        cluster = Cluster(self.SPEC)
+        cluster.sync()
+        role = by_name(cluster.sync().children, "Role")["hvd-launcher"]
+        assert role["rules"][1]["resourceNames"] == ["hvd-worker-0", "hvd-worker-1"]
+        assert "hvd-launcher" in cluster.updated
+
+    def test_an_mpijob_named_like_another_jobs_workers_gets_no_exec_on_their_pods(self):
+        """A PyTorchJob `bar` owns `bar-worker-0`; an MPIJob `bar` in the same namespace computes that
+        name for its own worker 0 (whose create then fails) and must not get exec rights on it."""
+        mpi = job("MPIJob", name="bar", namespace="ns", Launcher=1, Worker=2)
+        cluster = Cluster(mpi)
+        foreign = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "bar-worker-0",
+                "namespace": "ns",
+                "uid": "pytorch-pod-uid",
+                "labels": {JOB: "bar", TYPE: "worker", INDEX: "0"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "kubeflow.org/v1",
+                        "kind": "PyTorchJob",
+                        "name": "bar",
+                        "uid": "pytorch-uid",
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {"containers": [container("pytorch")]},
+            "status": {"phase": "Running"},
+        }
+        cluster.objects["Pod.v1"]["bar-worker-0"] = foreign
+        cluster.converge()
+        cluster.run("bar-worker-1", "bar-launcher")
+        role = by_name(cluster.converge().children, "Role")["bar-launcher"]
+        exec_rules = [r for r in role["rules"] if "pods/exec" in r["resources"]]
+        assert exec_rules == [
+            {
+                "apiGroups": [""],
+                "resources": ["pods/exec"],
+                "verbs": ["create"],
+                "resourceNames": ["bar-worker-1"],
+            }
+        ]
+
+    def test_a_worker_without_a_controller_reference_to_the_job_gets_no_exec(self):
+        cluster = Cluster(self.SPEC)
+        cluster.converge()
+        del cluster.pod("hvd-worker-1")["metadata"]["ownerReferences"]
+        role = by_name(cluster.sync().children, "Role")["hvd-launcher"]
+        assert role["rules"][1]["resourceNames"] == ["hvd-worker-0"]
+
     def test_kubexec_names_the_main_container_when_set(self):
         spec = with_spec(self.SPEC, mainContainer="trainer")
         data = by_name(desired(spec), "ConfigMap")["hvd-config"]["data"]
@@ -405,6 +470,29 @@ class TestMPIChildren:
             "#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n"
             '/opt/kube/kubectl exec ${POD_NAME} --container trainer -- /bin/sh -c "$*"'
         )
+
+    def test_an_mpijob_whose_main_container_bypassed_validation_fails_and_gets_no_kubexec(self):
+        cluster = Cluster(with_spec(self.SPEC, mainContainer="mpi\ntouch /tmp/owned"))
+        result = cluster.sync()
+        assert cluster.condition("Failed")["reason"] == "MPIJobFailedValidation"
+        assert "spec.mainContainer" in cluster.condition("Failed")["message"]
+        assert result.children == []
+
+    def test_kubexec_passes_a_main_container_with_shell_syntax_as_one_argument(self, tmp_path):
+        """kubexec.sh of a job that bypassed validation, run with a kubectl that records its arguments."""
+        owned = tmp_path / "owned"
+        main = f"mpi\ntouch {owned}; x"
+        script = MPI().kubexec(JobContext(MPIJOB, with_spec(self.SPEC, mainContainer=main), Settings()))
+        kubectl = tmp_path / "kubectl"
+        kubectl.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done\n')
+        kubectl.chmod(0o755)
+        kubexec = tmp_path / "kubexec.sh"
+        kubexec.write_text(script.replace("/opt/kube/kubectl", str(kubectl)))
+        out = subprocess.run(["/bin/sh", str(kubexec), "w-0", "hostname"], capture_output=True, check=True)
+        assert out.stdout.split(b"\0")[:-1] == [
+            *(b"exec", b"w-0", b"--container", main.encode(), b"--", b"/bin/sh", b"-c", b"hostname"),
+        ]
+        assert not owned.exists()
 
     def test_gpu_launcher_is_in_the_hostfile_and_keeps_nvidia_variables(self):
         launcher = replica("MPIJob", 1, [container("mpi", resources={"limits": {"nvidia.com/gpu": 1}})])

@@ -1,8 +1,9 @@
 """TTL deletion acts on the apiserver's copy of a job, never on the job a `/sync` caller sends.
 
 Anyone who can reach the hook Service can POST a finished, expired copy of a running job with its real
-uid; these tests pin that such a request deletes nothing, and that a genuinely expired job is still
-deleted (with the server's copy, whose uid guards the DELETE).
+uid; these tests pin that such a request deletes nothing, that a genuinely expired job is still
+deleted (with the server's copy, whose uid guards the DELETE), and that the answer to such a request
+tells its caller nothing about the server's copy.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import json
 from datetime import datetime
 from typing import Any
 
-from hooks.app import create_app
+from hooks.app import DELETE_RETRY_SECONDS, create_app
 from tests.builders import job, with_run_policy
 from tests.hooks.fakes import at, stamp
 from tests.hooks.test_http import Clock, FakeDeleter
-from trainop.controller.ttl import PENDING_RETRY_SECONDS, verdict
+from trainop.controller.ttl import RECHECK_SECONDS, verdict
 from trainop.job.settings import Settings
 
 Json = dict[str, Any]
@@ -78,9 +79,8 @@ def test_a_request_without_a_uid_is_not_deleted() -> None:
     assert not verdict(claimed, server, NOW).delete
 
 
-def test_a_job_the_apiserver_no_longer_has_is_not_deleted_and_not_retried() -> None:
-    decision = verdict(finished(running_job()), None, NOW)
-    assert (decision.delete, decision.retry_after) == (False, None)
+def test_a_job_the_apiserver_no_longer_has_is_not_deleted() -> None:
+    assert not verdict(finished(running_job()), None, NOW).delete
 
 
 def test_the_server_copys_ttl_counts_not_the_requests() -> None:
@@ -88,14 +88,15 @@ def test_the_server_copys_ttl_counts_not_the_requests() -> None:
     claimed = with_run_policy(server, ttlSecondsAfterFinished=0)
     decision = verdict(claimed, server, NOW)
     assert not decision.delete
-    assert decision.retry_after == 10 + 3600 - 100
+    assert "not reached its TTL" in decision.reason
 
 
 def test_the_server_copys_completion_time_counts_not_the_requests() -> None:
     server = finished(running_job(ttl=60), at_seconds=90)
     claimed = finished(server, at_seconds=0)
     decision = verdict(claimed, server, NOW)
-    assert (decision.delete, decision.retry_after) == (False, 50)
+    assert not decision.delete
+    assert "not reached its TTL" in decision.reason
 
 
 def test_a_server_copy_without_a_ttl_is_not_deleted() -> None:
@@ -107,7 +108,7 @@ def test_a_server_copy_without_a_ttl_is_not_deleted() -> None:
 def test_a_finished_job_not_yet_written_back_is_checked_again_soon() -> None:
     server = running_job()
     decision = verdict(finished(server), server, NOW)
-    assert decision.retry_after == PENDING_RETRY_SECONDS
+    assert (decision.delete, decision.retry_after) == (False, RECHECK_SECONDS)
 
 
 def test_a_suspended_job_is_not_deleted() -> None:
@@ -168,8 +169,35 @@ def test_a_sync_of_an_expired_job_deletes_the_servers_copy() -> None:
     assert deleter.deleted == [server]
 
 
-def test_a_declined_deletion_asks_metacontroller_to_come_back_when_the_server_copy_expires() -> None:
+def test_a_declined_deletion_asks_metacontroller_to_check_again_soon() -> None:
     server = finished(running_job(ttl=3600))
     claimed = with_run_policy(server, ttlSecondsAfterFinished=0)
     response = post_sync(FakeDeleter(server=server), claimed)
-    assert response["resyncAfterSeconds"] == 10 + 3600 - 100
+    assert response["resyncAfterSeconds"] == RECHECK_SECONDS
+
+
+def test_the_answer_to_a_sync_claiming_an_expired_ttl_does_not_depend_on_the_servers_copy() -> None:
+    """A forged "finished, TTL 0" sync naming a real job's uid got back the server copy's remaining
+    TTL to the millisecond (and, by the presence of resyncAfterSeconds, whether the job existed and had
+    finished). Every state of the server's copy now gets the same bytes: the answer is a function of the
+    request alone."""
+    claimed = finished(running_job(ttl=0), at_seconds=0)
+    other_uid = copy.deepcopy(claimed)
+    other_uid["metadata"]["uid"] = "uid-of-a-successor"
+    no_ttl = finished(running_job())
+    del no_ttl["spec"]["runPolicy"]["ttlSecondsAfterFinished"]
+    servers = {
+        "gone": FakeDeleter(server=None),
+        "another uid": FakeDeleter(server=other_uid),
+        "running": FakeDeleter(server=running_job(ttl=0)),
+        "3538 s of its TTL left": FakeDeleter(server=finished(running_job(ttl=3600), at_seconds=38)),
+        "no TTL": FakeDeleter(server=no_ttl),
+        "suspended": FakeDeleter(server=with_run_policy(finished(running_job(ttl=0)), suspend=True)),
+        "expired (deleted)": FakeDeleter(server=claimed),
+        "apiserver unreachable": FakeDeleter(server=claimed, error=OSError("unreachable")),
+    }
+    answers = {state: post_sync(deleter, claimed) for state, deleter in servers.items()}
+    assert servers["expired (deleted)"].deleted == [claimed]
+    distinct = {json.dumps(a, sort_keys=True) for a in answers.values()}
+    assert distinct == {json.dumps(answers["gone"], sort_keys=True)}
+    assert answers["gone"]["resyncAfterSeconds"] == RECHECK_SECONDS == DELETE_RETRY_SECONDS

@@ -149,6 +149,12 @@ class MemoryApi:
         # (method, path, action): run `action` once, just before that write, as a concurrent replica would.
         self.race: tuple[str, str, Callable[[], object]] | None = None
         self.lock = threading.Lock()
+        # Who the SelfSubjectReview says is asking, or the error it fails with.
+        self.user: Json = {
+            "username": "system:serviceaccount:trainop-system:trainop-webhooks",
+            "uid": "sa-uid",
+        }
+        self.review_error: ApiError | None = None
 
     def put_object(self, path: str, obj: Json) -> None:
         self.version += 1
@@ -174,14 +180,9 @@ class MemoryApi:
 
     def _write(self, method: str, path: str, body: Json, content_type: str | None) -> Json:
         if method == "POST" and path.endswith("/selfsubjectreviews"):
-            return {
-                "status": {
-                    "userInfo": {
-                        "username": "system:serviceaccount:trainop-system:trainop-webhooks",
-                        "uid": "sa-uid",
-                    }
-                }
-            }
+            if self.review_error is not None:
+                raise self.review_error
+            return {"status": {"userInfo": dict(self.user)}}
         if method == "POST":
             target = f"{path}/{body['metadata']['name']}"
             if target in self.objects:
@@ -207,6 +208,10 @@ class MemoryApi:
 
     def write_count(self, method: str) -> int:
         return sum(1 for m, p in self.writes if m == method and not p.endswith("selfsubjectreviews"))
+
+    def state_writes(self) -> int:
+        """Writes that change something (a SelfSubjectReview only asks who we are)."""
+        return sum(1 for _, p in self.writes if not p.endswith("selfsubjectreviews"))
 
 
 def webhook_configuration(kind: str, name: str, hooks: int = 1) -> Json:
@@ -299,10 +304,10 @@ def test_the_secret_is_owned_by_the_service_account_so_uninstalling_removes_it(
 
 def test_another_replica_serves_the_same_certificate_without_writing(api: MemoryApi, tmp_path: Path) -> None:
     first = keeper(api, tmp_path, Clock(T0), "a").sync()
-    writes = len(api.writes)
+    writes = api.state_writes()
     second = keeper(api, tmp_path, Clock(T0 + timedelta(minutes=1)), "b").sync()
     assert second == first
-    assert len(api.writes) == writes
+    assert api.state_writes() == writes
     assert (tmp_path / "b" / "tls.pem").read_bytes() == (tmp_path / "a" / "tls.pem").read_bytes()
 
 
@@ -363,7 +368,9 @@ def test_a_new_host_reissues_the_serving_certificate_only(api: MemoryApi, tmp_pa
     assert certs.serving_problem(renewed.serving, renewed.ca, (*HOSTS, "::1"), T0, T0) is None
 
 
-def test_a_secret_made_by_cert_manager_is_taken_over(api: MemoryApi, tmp_path: Path) -> None:
+def test_a_secret_made_by_cert_manager_is_taken_over_when_told_to_adopt_it(
+    api: MemoryApi, tmp_path: Path
+) -> None:
     other = certs.issue_ca(T0)
     pair = certs.issue_serving(other, HOSTS, T0)
     data = {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": other.cert_pem}  # no ca.key
@@ -371,10 +378,166 @@ def test_a_secret_made_by_cert_manager_is_taken_over(api: MemoryApi, tmp_path: P
         "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": "trainop-webhook-cert"},
         "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
     })  # fmt: skip
-    served = keeper(api, tmp_path, Clock(T0)).sync()
+    served = adopting_keeper(api, tmp_path, Clock(T0)).sync()
     assert served.ca != other
     assert stored(api) == served
     assert api.objects[SECRET_PATH]["type"] == "kubernetes.io/tls"
+    assert keeper(api, tmp_path, Clock(T0), "b").sync() == served  # ours from now on
+
+
+# ----------------------------------------------------------------------------------- a Secret we did not make
+
+ATTACKER_CA = certs.issue_ca(T0, name="trainop-webhook-ca")
+
+
+def planted_secret(**metadata: Any) -> Json:
+    """What a namespace admin can create before the first start: their own CA and serving certificate
+    for our names, with whatever labels and annotations they copy from the source."""
+    pair = certs.issue_serving(ATTACKER_CA, HOSTS, T0)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": "trainop-webhook-cert", "namespace": "trainop-system", **metadata},
+        "data": Material(ATTACKER_CA, pair).secret_data(),
+    }
+
+
+COPIED_MARKS = {"labels": dict(selfcert.LABELS), "annotations": {selfcert.MARK: selfcert.MARK_VALUE}}
+
+
+def adopting_keeper(api: MemoryApi, tmp_path: Path, clock: Clock, replica: str = "a") -> CertKeeper:
+    return CertKeeper(api, Settings(**{**settings(tmp_path, replica).__dict__, "adopt": True}), clock)
+
+
+def test_a_created_secret_carries_the_mark_and_the_owner_reference(api: MemoryApi, tmp_path: Path) -> None:
+    keeper(api, tmp_path, Clock(T0)).sync()
+    meta = api.objects[SECRET_PATH]["metadata"]
+    assert meta["annotations"] == {"trainop/webhook-certificate": "self-managed"}
+    assert [r["uid"] for r in meta["ownerReferences"]] == ["sa-uid"]
+
+
+@pytest.mark.parametrize("marks", [{}, COPIED_MARKS], ids=["bare", "with-copied-marks"])
+def test_a_planted_secret_is_refused_and_its_ca_neither_served_nor_injected(
+    api: MemoryApi, tmp_path: Path, marks: Json, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.put_object(SECRET_PATH, planted_secret(**copy.deepcopy(marks)))
+    before = copy.deepcopy(api.objects[SECRET_PATH])
+    with pytest.raises(selfcert.ForeignSecret, match="is not owned by ServiceAccount trainop-webhooks"):
+        keeper(api, tmp_path, Clock(T0)).sync()
+    assert not (tmp_path / "a" / "tls.pem").exists()
+    assert bundles(api) == [b""] * 3
+    assert api.objects[SECRET_PATH] == before
+    [refused] = [json.loads(r.getMessage()) for r in caplog.records if "secret-refused" in r.getMessage()]
+    assert caplog.records[-1].levelname == "ERROR"
+    assert refused["fix"] == (
+        "delete the Secret to have a new one issued, or set TRAINOP_WEBHOOK_CERT_ADOPT=true to take it over"
+    )
+
+
+def test_a_secret_owned_by_another_service_account_is_refused(api: MemoryApi, tmp_path: Path) -> None:
+    other = {"apiVersion": "v1", "kind": "ServiceAccount", "name": "trainop-webhooks", "uid": "old-uid"}
+    api.put_object(SECRET_PATH, planted_secret(ownerReferences=[other], **copy.deepcopy(COPIED_MARKS)))
+    with pytest.raises(
+        selfcert.ForeignSecret, match=r"not owned by ServiceAccount trainop-webhooks \(uid sa-uid\)"
+    ):
+        keeper(api, tmp_path, Clock(T0)).sync()
+
+
+def test_the_server_does_not_listen_until_a_planted_secret_is_deleted(
+    api: MemoryApi, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """start_up is what gunicorn's master runs before it binds the port: until it returns, the pod is
+    not ready. Deleting the planted Secret is the fix the log line names."""
+    api.put_object(SECRET_PATH, planted_secret())
+    rotator = selfcert.Rotator(keeper(api, tmp_path, Clock(T0)))
+    timer = threading.Timer(0.5, lambda: api.objects.pop(SECRET_PATH))
+    timer.start()
+    served = rotator.start_up(retry_max=0.2)
+    assert served.ca != ATTACKER_CA
+    assert bundles(api) == [served.ca.cert_pem] * 3
+    retries = [json.loads(r.getMessage()) for r in caplog.records if "start-up-retry" in r.getMessage()]
+    assert retries and all("is not owned by ServiceAccount" in r["error"] for r in retries)
+
+
+def test_a_running_server_whose_secret_is_replaced_by_a_planted_one_keeps_its_own(
+    api: MemoryApi, tmp_path: Path
+) -> None:
+    k = keeper(api, tmp_path, Clock(T0))
+    ours = k.sync()
+    served_file = (tmp_path / "a" / "tls.pem").read_bytes()
+    del api.objects[SECRET_PATH]
+    api.put_object(SECRET_PATH, planted_secret(**copy.deepcopy(COPIED_MARKS)))
+    with pytest.raises(selfcert.ForeignSecret):
+        k.sync()
+    assert (tmp_path / "a" / "tls.pem").read_bytes() == served_file
+    assert bundles(api) == [ours.ca.cert_pem] * 3
+
+
+def test_our_secret_whose_ca_was_swapped_for_another_is_refused(api: MemoryApi, tmp_path: Path) -> None:
+    """The marks copied along with a CA that did not sign the serving certificate: not what we write."""
+    keeper(api, tmp_path, Clock(T0)).sync()
+    secret = copy.deepcopy(api.objects[SECRET_PATH])
+    swapped = Material(ATTACKER_CA, stored(api).serving).secret_data()
+    secret["data"].update({k: swapped[k] for k in ("ca.crt", "ca.key")})
+    api.put_object(SECRET_PATH, secret)
+    with pytest.raises(selfcert.ForeignSecret, match=r"serving certificate \(tls.crt\) that its CA"):
+        keeper(api, tmp_path, Clock(T0), "b").sync()
+
+
+def test_told_to_adopt_a_usable_secret_keeps_its_material_and_marks_it(
+    api: MemoryApi, tmp_path: Path
+) -> None:
+    api.put_object(SECRET_PATH, planted_secret())
+    adopted = Material.from_secret(api.objects[SECRET_PATH])
+    served = adopting_keeper(api, tmp_path, Clock(T0)).sync()
+    assert served == adopted
+    assert bundles(api) == [ATTACKER_CA.cert_pem] * 3
+    meta = api.objects[SECRET_PATH]["metadata"]
+    assert meta["annotations"] == {"trainop/webhook-certificate": "self-managed"}
+    assert [r["uid"] for r in meta["ownerReferences"]] == ["sa-uid"]
+    writes = api.state_writes()
+    assert keeper(api, tmp_path, Clock(T0), "b").sync() == adopted  # adopted once, ours from then on
+    assert api.state_writes() == writes
+
+
+def test_a_secret_made_before_the_mark_existed_is_kept_and_gets_the_mark(
+    api: MemoryApi, tmp_path: Path
+) -> None:
+    original = keeper(api, tmp_path, Clock(T0)).sync()
+    secret = copy.deepcopy(api.objects[SECRET_PATH])
+    del secret["metadata"]["annotations"]  # as the previous version created it: labels and owner only
+    api.put_object(SECRET_PATH, secret)
+    assert keeper(api, tmp_path, Clock(T0), "b").sync() == original
+    assert api.objects[SECRET_PATH]["metadata"]["annotations"] == {selfcert.MARK: selfcert.MARK_VALUE}
+
+
+def test_under_an_identity_without_service_account_the_mark_decides(api: MemoryApi, tmp_path: Path) -> None:
+    api.user = {"username": "kubernetes-admin"}
+    created = keeper(api, tmp_path, Clock(T0)).sync()
+    assert "ownerReferences" not in api.objects[SECRET_PATH]["metadata"]
+    assert keeper(api, tmp_path, Clock(T0), "b").sync() == created
+    del api.objects[SECRET_PATH]
+    api.put_object(SECRET_PATH, planted_secret())
+    with pytest.raises(
+        selfcert.ForeignSecret, match="does not carry the annotation trainop/webhook-certificate"
+    ):
+        keeper(api, tmp_path, Clock(T0), "c").sync()
+
+
+def test_a_failed_self_subject_review_fails_the_sync_and_is_asked_again(
+    api: MemoryApi, tmp_path: Path
+) -> None:
+    api.review_error = ApiError(
+        "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", 503, "unavailable"
+    )
+    k = keeper(api, tmp_path, Clock(T0))
+    with pytest.raises(RuntimeError, match="cannot tell which ServiceAccount this server runs as"):
+        k.sync()
+    assert SECRET_PATH not in api.objects
+    api.review_error = None
+    k.sync()
+    assert [r["uid"] for r in api.objects[SECRET_PATH]["metadata"]["ownerReferences"]] == ["sa-uid"]
 
 
 def test_a_replaced_ca_is_trusted_beside_the_old_one_until_the_grace_period_ends(
@@ -470,6 +633,16 @@ def test_settings_from_the_environment() -> None:
     ]
     assert s.pem_file == Path("/tmp/trainop-webhook-tls/tls.pem")
     assert s.check_interval == 60
+
+
+@pytest.mark.parametrize(("raw", "adopt"), [("", False), ("false", False), ("true", True), ("True", True)])
+def test_adopting_a_foreign_secret_is_off_unless_set(raw: str, adopt: bool) -> None:
+    assert Settings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_ADOPT": raw}).adopt is adopt
+
+
+def test_a_bad_adopt_setting_is_named() -> None:
+    with pytest.raises(ValueError, match="TRAINOP_WEBHOOK_CERT_ADOPT must be true or false, got 'yes'"):
+        Settings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_ADOPT": "yes"})
 
 
 @pytest.mark.parametrize(

@@ -152,6 +152,18 @@ def test_an_unknown_mpi_top_level_clean_pod_policy_is_denied(client: FlaskClient
     assert message == f"spec.runPolicy.cleanPodPolicy: {unsupported}; spec.cleanPodPolicy: {unsupported}"
 
 
+@pytest.mark.parametrize("main", ["trainer\nrm -rf /", "a;b", "Trainer", "-mpi", "x" * 64])
+def test_an_mpi_main_container_that_is_not_a_container_name_is_denied(client: FlaskClient, main: str) -> None:
+    message = denial(client, with_spec(VALID["MPIJob"], mainContainer=main))
+    assert message.startswith(f"spec.mainContainer: Invalid value: {main!r}: must be a container name")
+    assert "DNS-1123 label of at most 63 characters" in message
+
+
+@pytest.mark.parametrize("main", ["mpi", "trainer-2", "0", "x" * 63])
+def test_an_mpi_main_container_that_is_a_container_name_is_allowed(client: FlaskClient, main: str) -> None:
+    assert validated(client, with_spec(VALID["MPIJob"], mainContainer=main))["allowed"] is True
+
+
 def test_an_unknown_success_policy_is_denied(client: FlaskClient) -> None:
     message = denial(client, with_spec(VALID["TFJob"], successPolicy="ChiefOnly"))
     assert message == 'spec.successPolicy: Unsupported value: "ChiefOnly": supported values: "", "AllWorkers"'

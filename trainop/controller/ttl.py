@@ -5,6 +5,12 @@ judged on the apiserver's copy alone: the body of a `/sync` call is only a claim
 reach the hook Service can POST a finished, expired copy of a running job with its real uid. Deleting is
 the one thing the hook does with its own credentials, so `verdict` reads every fact from the copy the
 hook fetched itself; the claimed job only names which object (and which uid) the caller meant.
+
+What the hook answers must not tell such a caller anything either: whatever the verdict, the sync asks
+to be called again after the same `RECHECK_SECONDS`, so the answer to a request is a function of the
+request alone (its status and children are computed from it) and never reveals whether the job exists,
+has that uid, has finished, or how much of its TTL is left (the server's copy may say otherwise than the
+claim, and the caller may have no right to read it).
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ from trainop.api.times import parse_timestamp
 from trainop.job.conditions import is_true
 
 Json = dict[str, Any]
-# How soon to look again when the server's copy lags the sync that finished the job: Metacontroller
-# writes the finished status after the hook answers, and that write triggers a sync of its own, so
-# this is only a safety net.
-PENDING_RETRY_SECONDS = 5.0
+# How soon to look again after a sync whose job claims an expired TTL, whatever the server's copy
+# said. When it lags the sync that finished the job, Metacontroller writes the finished status after
+# the hook answers and that write triggers a sync of its own, so this is only a safety net; when it is
+# not expired (its TTL was raised), the change of the job triggers a sync whose own copy says so. A
+# deleted job's resync is dropped by Metacontroller.
+RECHECK_SECONDS = 5
 
 
 def ttl_seconds(run_policy: Any) -> int | None:
@@ -46,8 +54,8 @@ class Verdict:
     delete: bool
     # Why not, for the log line; "" when deleting.
     reason: str = ""
-    # When to sync again to re-check; None when nothing can change the answer but a new sync.
-    retry_after: float | None = None
+    # When to sync again: the same for every verdict (see the module docstring).
+    retry_after: float = RECHECK_SECONDS
 
 
 def verdict(claimed: Json, server: Json | None, now: datetime) -> Verdict:
@@ -71,11 +79,11 @@ def verdict(claimed: Json, server: Json | None, now: datetime) -> Verdict:
     conditions = [x for x in conditions if isinstance(x, dict)] if isinstance(conditions, list) else []
     completed = dig(server, "status", "completionTime")
     if not (is_true(conditions, c.SUCCEEDED) or is_true(conditions, c.FAILED)) or not completed:
-        return Verdict(False, "the apiserver's job has not finished (yet)", PENDING_RETRY_SECONDS)
+        return Verdict(False, "the apiserver's job has not finished (yet)")
     try:
         left = remaining(ttl, str(completed), now)
     except ValueError:
         return Verdict(False, f"the apiserver's job has an unreadable completionTime {completed!r}")
     if left > 0:
-        return Verdict(False, "the apiserver's job has not reached its TTL", round(left, 3))
+        return Verdict(False, "the apiserver's job has not reached its TTL")
     return Verdict(True)

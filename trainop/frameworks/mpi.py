@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
@@ -80,6 +82,20 @@ def _merge_slots(hosts: Sequence[str], slots: int) -> list[tuple[str, int]]:
     return list(merged.items())
 
 
+# What the apiserver accepts as a container name.
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+CONTAINER_NAME_MAX = 63
+
+
+def _is_container_name(name: str) -> bool:
+    return len(name) <= CONTAINER_NAME_MAX and DNS1123_LABEL.fullmatch(name) is not None
+
+
+def _controlled_by(pod: ObservedPod, uid: str) -> bool:
+    refs = pod.obj["metadata"].get("ownerReferences") or []
+    return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in refs)
+
+
 def _is_gpu_resource(name: str) -> bool:
     return name.endswith(".com/gpu") or "gpu" in name
 
@@ -107,6 +123,15 @@ class MPI(Framework):
         slots = spec.get("slotsPerWorker")
         if isinstance(slots, int) and slots < 1:
             result.error("spec.slotsPerWorker", f"Invalid value: {slots}: must be at least 1")
+        main = spec.get("mainContainer")
+        # It names a container of the workers, and kubexec.sh pastes it into a shell command line.
+        if isinstance(main, str) and main and not _is_container_name(main):
+            result.error(
+                "spec.mainContainer",
+                f"Invalid value: {main!r}: must be a container name (a DNS-1123 label of at most "
+                f'{CONTAINER_NAME_MAX} characters: lowercase letters, digits and "-", starting and ending '
+                'with a letter or digit, e.g. "mpi"), the name of the workers\' container to exec into',
+            )
 
     # ---- events -----------------------------------------------------------------------------------
     def _launcher(self, ctx: JobContext, pods: Sequence[ObservedPod]) -> ObservedPod | None:
@@ -286,7 +311,9 @@ class MPI(Framework):
 
     def kubexec(self, ctx: JobContext) -> str:
         container = ctx.spec.get("mainContainer")
-        target = f" --container {container}" if container else ""
+        # Validation admits only container names, which quoting leaves as they are (Kubeflow's bytes);
+        # a job that bypassed it still cannot put shell syntax into the script.
+        target = f" --container {shlex.quote(str(container))}" if container else ""
         # No trailing newline, as Kubeflow writes it.
         return (
             "#!/bin/sh\n"
@@ -296,11 +323,25 @@ class MPI(Framework):
             f'{KUBECTL_DIR}/kubectl exec ${{POD_NAME}}{target} -- /bin/sh -c "$*"'
         )
 
+    def exec_targets(self, ctx: JobContext, pods: Sequence[ObservedPod]) -> list[str]:
+        """The worker pods the launcher may exec into: those that exist and this job controls.
+
+        Kubeflow lists every worker name the job would have, so an MPIJob named like another job's pods
+        (an MPIJob `bar` beside a PyTorchJob `bar`, both with a `bar-worker-0`) would get exec rights on
+        pods it does not own. Naming only observed pods of ours grants nothing on a collision; a worker
+        appears in the Role the sync after it is created, long before the launcher's kubectl-delivery
+        has seen it Running and lets mpirun exec into it (docs/design.md#mpi-configmap-and-rbac).
+        """
+        uid = str(ctx.job["metadata"].get("uid") or "")
+        ours = {p.name for p in pods if _controlled_by(p, uid)}
+        names = (self.info.pod_name(ctx.name, "Worker", i) for i in range(ctx.replicas("Worker")))
+        return [name for name in names if name in ours]
+
     def extra_children(self, ctx: JobContext, pods: Sequence[ObservedPod], active: bool) -> list[Json]:
         meta = {"namespace": ctx.namespace, "labels": {"app": ctx.name}}
         launcher = self.launcher_name(ctx)
         sa = self.service_account(ctx)
-        workers = [self.info.pod_name(ctx.name, "Worker", i) for i in range(ctx.replicas("Worker"))]
+        workers = self.exec_targets(ctx, pods)
         role_rules: list[Json] = [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
         ]
