@@ -28,8 +28,6 @@ log = logging.getLogger("trainop.hooks")
 # Metacontroller's last-applied annotation repeats it (bench/README.md). One such sync costs a worker
 # ~250 MiB; the chart's 1536Mi pod limit holds a few at once. Larger TFJobs need TRAINOP_HOOK_MAX_BODY_BYTES.
 DEFAULT_MAX_BODY = 128 * 1024 * 1024
-# How soon to retry a TTL deletion that failed (e.g. the API was briefly unreachable).
-DELETE_RETRY_SECONDS = 5
 
 
 def _dumps(obj: Any) -> bytes:
@@ -102,7 +100,9 @@ class HookServer:
         return response
 
     def delete(self, parent: dict[str, Any], now: datetime) -> float | None:
-        """Delete the job if the apiserver's copy of it (never the request's) says its TTL expired."""
+        """Delete the job if the apiserver's copy of it (never the request's) says its TTL expired. Returns
+        when to sync again: the same whatever that copy said (trainop.controller.ttl), or never when this
+        process has no credentials to delete with."""
         meta = parent["metadata"]
         if self.deleter is None:
             log.warning(
@@ -119,11 +119,11 @@ class HookServer:
                     metrics.record_deleted(server)
         except Exception:
             log.exception("deleting %s after its TTL failed; retrying", meta["name"])
-            return DELETE_RETRY_SECONDS
+            return ttl.RECHECK_SECONDS
         if not decision.delete:
             entry = {"event": "ttl-not-deleted", "kind": parent["kind"], "namespace": meta.get("namespace")}
             log.warning(json.dumps({**entry, "name": meta["name"], "reason": decision.reason}))
-        return decision.retry_after
+        return ttl.RECHECK_SECONDS
 
 
 def create_app(

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hooks.app import DEFAULT_MAX_BODY, DELETE_RETRY_SECONDS, create_app
+from hooks.app import DEFAULT_MAX_BODY, create_app
 from tests.builders import job, replica, with_run_policy, with_spec
 from tests.hooks.fakes import T0, Cluster, at, canonical, json_hygiene_problems
 from tests.realistic import resync_request
 from trainop.controller.sync import sync
+from trainop.controller.ttl import RECHECK_SECONDS
 from trainop.job.settings import Settings
 
 Json = dict[str, Any]
@@ -243,7 +244,7 @@ def test_expired_ttl_deletes_the_job_exactly_once_through_the_deleter():
     assert deleter.deleted[0]["kind"] == "JAXJob"
     # The same answer as when nothing was deleted (tests/hooks/test_ttl_security.py); Metacontroller
     # drops the resync of a job that is gone.
-    assert response.get_json()["resyncAfterSeconds"] == DELETE_RETRY_SECONDS
+    assert response.get_json()["resyncAfterSeconds"] == RECHECK_SECONDS
 
 
 def test_unexpired_ttl_only_asks_to_come_back():
@@ -259,7 +260,7 @@ def test_failed_deletion_is_retried_through_resync():
     response = post(client(deleter, Clock(at(40))), body)
     assert response.status_code == 200
     assert len(deleter.deleted) == 1
-    assert response.get_json()["resyncAfterSeconds"] == DELETE_RETRY_SECONDS
+    assert response.get_json()["resyncAfterSeconds"] == RECHECK_SECONDS
 
 
 def test_without_credentials_expiry_is_logged_not_fatal():

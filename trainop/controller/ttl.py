@@ -54,8 +54,6 @@ class Verdict:
     delete: bool
     # Why not, for the log line; "" when deleting.
     reason: str = ""
-    # When to sync again: the same for every verdict (see the module docstring).
-    retry_after: float = RECHECK_SECONDS
 
 
 def verdict(claimed: Json, server: Json | None, now: datetime) -> Verdict:
