@@ -21,6 +21,7 @@ from hooks.request import HookRequest, parse
 from trainop.controller import ttl
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
+from trainop.jsoncost import Budget, Claim, TooCostly, check_parse_cost
 from trainop.jsonshape import BadRequest
 
 log = logging.getLogger("trainop.hooks")
@@ -30,6 +31,19 @@ log = logging.getLogger("trainop.hooks")
 DEFAULT_MAX_BODY = 128 * 1024 * 1024
 # How soon to retry a TTL deletion that failed (e.g. the API was briefly unreachable).
 DELETE_RETRY_SECONDS = 5
+# The largest answer the hook sends. Validation already bounds what a job implies (its children take at
+# most 48 MiB, trainop.admission.validation.MAX_CHILDREN_BYTES, estimated from above), so this only
+# catches what that estimate missed, or is an operator's lower ceiling.
+MAX_RESPONSE_ENV = "TRAINOP_HOOK_MAX_RESPONSE_BYTES"
+DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
+# Estimated parse memory (trainop.jsoncost) one worker's requests may hold at once. The chart gives a hook
+# pod 1536Mi for 2 workers; a 1000-replica PyTorchJob's resync is estimated at ~62 MiB, a TFJob's at
+# ~263 MiB, so several real syncs run side by side and floods of large bodies are told to retry.
+INFLIGHT_ENV = "TRAINOP_HOOK_MAX_INFLIGHT_BYTES"
+DEFAULT_INFLIGHT = 512 * 1024 * 1024
+# How long a request waits for that budget before a 429 (Metacontroller retries it with backoff).
+BUDGET_WAIT_SECONDS = 1.0
+BUDGET_CONFIG = "TRAINOP_INFLIGHT_BUDGET"
 
 
 def _dumps(obj: Any) -> bytes:
@@ -52,6 +66,7 @@ class HookServer:
     deleter: Deleter | None
     clock: Callable[[], datetime]
     recorder: Recorder | None
+    max_response: int = DEFAULT_MAX_RESPONSE
 
     def answer(self, path: str, data: bytes, finalizing_route: bool) -> Response:
         started = time.perf_counter()
@@ -67,7 +82,7 @@ class HookServer:
             response = self.finalize(hook)
         else:
             response = self.sync(parent, hook.children)
-        out = _json(response)
+        body = _dumps(response)
         elapsed = time.perf_counter() - started
         metrics.record_call(path.strip("/"), parent["kind"], elapsed, len(data))
         meta = parent["metadata"]
@@ -77,6 +92,16 @@ class HookServer:
             "namespace": meta.get("namespace"),
             "name": meta["name"],
         }
+        if len(body) > self.max_response:
+            # Not the job's fault (it passed validation) but this server's ceiling: refuse and let
+            # Metacontroller retry, so that raising the ceiling lets the job go on unchanged.
+            error = (
+                f"the answer for {parent['kind']} {meta.get('namespace')}/{meta['name']} would be "
+                f"{len(body)} bytes, over this hook server's {MAX_RESPONSE_ENV}={self.max_response}"
+            )
+            log.warning(json.dumps({**entry, "code": 503, "error": error, "response_bytes": len(body)}))
+            return _json({"error": error}, 503)
+        out = Response(body, status=200, mimetype="application/json")
         log.info(
             json.dumps(
                 {**entry, "children": len(response["children"]), "latency_ms": round(elapsed * 1000, 2)}
@@ -132,17 +157,37 @@ def create_app(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     recorder: Recorder | None = None,
 ) -> Flask:
-    server = HookServer(settings or Settings.from_env(), deleter, clock, recorder)
+    max_response = int(os.environ.get(MAX_RESPONSE_ENV, DEFAULT_MAX_RESPONSE))
+    server = HookServer(settings or Settings.from_env(), deleter, clock, recorder, max_response)
     app = Flask("trainop-hooks")
     app.config["MAX_CONTENT_LENGTH"] = int(os.environ.get("TRAINOP_HOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY))
+    budget = app.config[BUDGET_CONFIG] = Budget(int(os.environ.get(INFLIGHT_ENV, DEFAULT_INFLIGHT)))
+
+    def answer(finalizing_route: bool) -> Response:
+        # The declared length is held while the body is read, the parse estimate while it is answered.
+        claim = Claim(budget)
+        try:
+            if not claim.grow(request.content_length or 0, BUDGET_WAIT_SECONDS):
+                return _busy(budget)
+            data = request.get_data(cache=False)
+            try:
+                cost = check_parse_cost(data)
+            except TooCostly as exc:
+                log.info(json.dumps({"path": request.path, "code": 413, "error": str(exc)}))
+                return _json({"error": str(exc)}, 413)
+            if not claim.grow(cost, BUDGET_WAIT_SECONDS):
+                return _busy(budget)
+            return server.answer(request.path, data, finalizing_route=finalizing_route)
+        finally:
+            claim.release()
 
     @app.post("/sync")
     def sync_route() -> Response:
-        return server.answer(request.path, request.get_data(cache=False), finalizing_route=False)
+        return answer(finalizing_route=False)
 
     @app.post("/finalize")
     def finalize_route() -> Response:
-        return server.answer(request.path, request.get_data(cache=False), finalizing_route=True)
+        return answer(finalizing_route=True)
 
     @app.after_request
     def count(response: Response) -> Response:
@@ -173,6 +218,17 @@ def create_app(
         return _json({"error": f"{request.method} not allowed on {request.path}"}, 405)
 
     return app
+
+
+def _busy(budget: Budget) -> Response:
+    error = (
+        f"the hook server is busy parsing other requests ({budget.held} of its {budget.limit} bytes of "
+        f"parse budget, {INFLIGHT_ENV}); retry"
+    )
+    log.info(json.dumps({"path": request.path, "code": 429, "error": error}))
+    response = _json({"error": error}, 429)
+    response.headers["Retry-After"] = "1"
+    return response
 
 
 def _app() -> Flask:
