@@ -36,11 +36,13 @@ DELETE_RETRY_SECONDS = 5
 # catches what that estimate missed, or is an operator's lower ceiling.
 MAX_RESPONSE_ENV = "TRAINOP_HOOK_MAX_RESPONSE_BYTES"
 DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
-# Estimated parse memory (trainop.jsoncost) one worker's requests may hold at once. The chart gives a hook
-# pod 1536Mi for 2 workers; a 1000-replica PyTorchJob's resync is estimated at ~62 MiB, a TFJob's at
-# ~263 MiB, so several real syncs run side by side and floods of large bodies are told to retry.
+# Estimated parse memory (trainop.jsoncost) one worker's requests may hold at once, and so the most one
+# request may cost. The chart gives a hook pod 1536Mi for 2 workers of ~50 MiB idle. The largest resyncs
+# of admissible jobs are estimated at ~340 MiB (a TFJob of 1150 replicas) and ~600 MiB (a PyTorchJob of
+# 10,000 replicas with full pod status), a 1000-replica PyTorchJob's at ~62 MiB: real syncs run side by
+# side, floods of large bodies are told to retry, and no admissible body is refused.
 INFLIGHT_ENV = "TRAINOP_HOOK_MAX_INFLIGHT_BYTES"
-DEFAULT_INFLIGHT = 512 * 1024 * 1024
+DEFAULT_INFLIGHT = 640 * 1024 * 1024
 # How long a request waits for that budget before a 429 (Metacontroller retries it with backoff).
 BUDGET_WAIT_SECONDS = 1.0
 BUDGET_CONFIG = "TRAINOP_INFLIGHT_BUDGET"
@@ -171,7 +173,7 @@ def create_app(
                 return _busy(budget)
             data = request.get_data(cache=False)
             try:
-                cost = check_parse_cost(data)
+                cost = check_parse_cost(data, budget.limit)
             except TooCostly as exc:
                 log.info(json.dumps({"path": request.path, "code": 413, "error": str(exc)}))
                 return _json({"error": str(exc)}, 413)

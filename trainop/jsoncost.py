@@ -44,8 +44,9 @@ def parse_cost(data: bytes) -> int:
     )
 
 
-def check_parse_cost(data: bytes) -> int:
-    """The estimated parse cost of `data`, or TooCostly when it is out of proportion to the body's size."""
+def check_parse_cost(data: bytes, most: int) -> int:
+    """The estimated parse cost of `data`; TooCostly when it is out of proportion to the body's size, or
+    over `most` (a process's whole budget: such a body could never be parsed beside anything else)."""
     cost = parse_cost(data)
     allowed = max(COST_FLOOR, MAX_COST_PER_BYTE * len(data))
     if cost > allowed:
@@ -54,6 +55,11 @@ def check_parse_cost(data: bytes) -> int:
             f"objects and {data.count(b',')} separators: parsed, it would take ~{cost >> 20} MiB, more "
             f"than {MAX_COST_PER_BYTE} times its size (the most a Kubernetes object of that size takes)"
         )
+    if cost > most:
+        raise TooCostly(
+            f"the body's {len(data)} bytes would take ~{cost} bytes parsed, more than the {most} bytes "
+            "this server parses at once"
+        )
     return cost
 
 
@@ -61,8 +67,8 @@ def check_parse_cost(data: bytes) -> int:
 class Budget:
     """Bytes of estimated parse cost that the requests in flight in this process may hold together.
 
-    A request that alone exceeds the whole budget is still admitted, once nothing else holds any of it:
-    it is a real (if large) request, and refusing it would refuse it for ever.
+    Callers refuse a body that alone costs more (check_parse_cost's `most`); a claim larger than the
+    limit (a declared length, before the body is read) is clamped to it, so it waits for an idle process.
     """
 
     limit: int

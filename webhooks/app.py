@@ -93,7 +93,7 @@ def _admit(path: str, handler: Handler) -> Response:
         # The declared length is held while the body is read, the parse estimate while it is answered.
         _hold(claim, request.content_length or 0)
         data = _read_body()
-        _hold(claim, check_parse_cost(data))
+        _hold(claim, check_parse_cost(data, claim.budget.limit))
         req = admission.parse_review(data)
         entry.update(_describe(req))
         payload = handler(req)

@@ -49,19 +49,19 @@ def test_the_estimate_is_at_least_what_parsing_allocates(unit: bytes) -> None:
 @pytest.mark.parametrize("unit", [b"[],", b"{},", b'{"a":1},', b"[1],", b'"ab",', b"0.5,"])
 def test_bodies_of_many_small_values_are_refused_before_parsing(unit: bytes) -> None:
     with pytest.raises(TooCostly, match="more than 8 times its size"):
-        check_parse_cost(padded(unit, 2 * COST_FLOOR // MAX_COST_PER_BYTE))
+        check_parse_cost(padded(unit, 2 * COST_FLOOR // MAX_COST_PER_BYTE), most=1 << 40)
 
 
 def test_a_small_dense_body_is_admitted() -> None:
     # Under the floor, density does not matter: a few MiB of objects are nothing a worker cannot hold.
-    assert check_parse_cost(padded(b"[],", 64 * 1024)) <= COST_FLOOR
+    assert check_parse_cost(padded(b"[],", 64 * 1024), most=COST_FLOOR) <= COST_FLOOR
 
 
 @pytest.mark.parametrize("kind", ["PyTorchJob", "TFJob"])
 def test_metacontrollers_resync_of_a_large_job_is_admitted(kind: str) -> None:
     data = resync_request(kind, 300, T0)
     assert len(data) * MAX_COST_PER_BYTE > COST_FLOOR  # dense enough to be judged by its density
-    check_parse_cost(data)
+    check_parse_cost(data, most=1 << 40)
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*/*.yaml")), ids=lambda p: p.parent.name)
@@ -92,7 +92,13 @@ def test_a_request_that_does_not_fit_beside_the_others_is_refused_after_its_wait
     assert second.held == 0 and budget.held == 80
 
 
-def test_a_request_larger_than_the_whole_budget_runs_alone() -> None:
+def test_a_body_costing_more_than_the_whole_budget_is_refused() -> None:
+    data = b'["' + b"x" * 100 + b'"]'
+    with pytest.raises(TooCostly, match=f"more than the {len(data) - 1} bytes this server parses at once"):
+        check_parse_cost(data, most=len(data) - 1)
+
+
+def test_a_declared_length_over_the_whole_budget_waits_for_an_idle_process() -> None:
     budget = Budget(100)
     big = Claim(budget)
     assert big.grow(1000, wait=0) and budget.held == 100

@@ -42,11 +42,12 @@ def test_a_sync_that_finds_the_parse_budget_taken_is_a_429_with_retry_after() ->
     assert "TRAINOP_HOOK_MAX_INFLIGHT_BYTES" in response.get_json()["error"]
 
 
-def test_a_sync_larger_than_the_whole_budget_is_answered_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sync_costing_more_than_the_whole_budget_is_a_413(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINOP_HOOK_MAX_INFLIGHT_BYTES", "1000")
     app = create_app(clock=lambda: T0)
     response = app.test_client().post("/sync", data=sync_body(job("TFJob", name="j", Worker=1)))
-    assert response.status_code == 200
+    assert response.status_code == 413
+    assert "more than the 1000 bytes this server parses at once" in response.get_json()["error"]
     assert app.config[BUDGET_CONFIG].held == 0
 
 
