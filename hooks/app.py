@@ -80,13 +80,6 @@ class HookServer:
             log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
             return _json({"error": prefix + reason}, 400)
         parent = hook.parent
-        if finalizing_route or hook.finalizing:
-            response = self.finalize(hook)
-        else:
-            response = self.sync(parent, hook.children)
-        body = _dumps(response)
-        elapsed = time.perf_counter() - started
-        metrics.record_call(path.strip("/"), parent["kind"], elapsed, len(data))
         meta = parent["metadata"]
         entry = {
             "path": path,
@@ -94,31 +87,44 @@ class HookServer:
             "namespace": meta.get("namespace"),
             "name": meta["name"],
         }
-        if len(body) > self.max_response:
+        try:
+            if finalizing_route or hook.finalizing:
+                response = self.finalize(hook)
+                body = _dumps(response)
+            else:
+                response, body = self.sync(parent, hook.children)
+        except AnswerTooLarge as exc:
             # Not the job's fault (it passed validation) but this server's ceiling: refuse and let
             # Metacontroller retry, so that raising the ceiling lets the job go on unchanged.
             error = (
                 f"the answer for {parent['kind']} {meta.get('namespace')}/{meta['name']} would be "
-                f"{len(body)} bytes, over this hook server's {MAX_RESPONSE_ENV}={self.max_response}"
+                f"{exc.size} bytes, over this hook server's {MAX_RESPONSE_ENV}={self.max_response}"
             )
-            log.warning(json.dumps({**entry, "code": 503, "error": error, "response_bytes": len(body)}))
+            log.warning(json.dumps({**entry, "code": 503, "error": error, "response_bytes": exc.size}))
             return _json({"error": error}, 503)
-        out = Response(body, status=200, mimetype="application/json")
+        elapsed = time.perf_counter() - started
+        metrics.record_call(path.strip("/"), parent["kind"], elapsed, len(data))
         log.info(
             json.dumps(
                 {**entry, "children": len(response["children"]), "latency_ms": round(elapsed * 1000, 2)}
             )
         )
-        return out
+        return Response(body, status=200, mimetype="application/json")
 
     def finalize(self, hook: HookRequest) -> dict[str, Any]:
         observed = any(hook.children.get(k) for k in hook.children)
         return {"status": hook.parent.get("status") or {}, "children": [], "finalized": not observed}
 
-    def sync(self, parent: dict[str, Any], children: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def sync(
+        self, parent: dict[str, Any], children: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, Any], bytes]:
+        """The answer and its bytes; AnswerTooLarge, before any Event, metric or deletion, when too big."""
         now = self.clock()
         result = sync(parent, children, self.settings, now)
         response = result.response()
+        body = _dumps(response)
+        if len(body) > self.max_response:
+            raise AnswerTooLarge(len(body))
         metrics.record_transitions(parent, result.status)
         if self.recorder is not None and result.events:
             self.recorder.submit(parent, result.events)  # queued: written after the response
@@ -126,7 +132,8 @@ class HookServer:
             retry = self.delete(parent, now)
             if retry is not None:  # never a null: nothing in a response may be None
                 response["resyncAfterSeconds"] = retry
-        return response
+                body = _dumps(response)
+        return response, body
 
     def delete(self, parent: dict[str, Any], now: datetime) -> float | None:
         """Delete the job if the apiserver's copy of it (never the request's) says its TTL expired."""
@@ -220,6 +227,12 @@ def create_app(
         return _json({"error": f"{request.method} not allowed on {request.path}"}, 405)
 
     return app
+
+
+class AnswerTooLarge(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
 
 
 def _busy(budget: Budget) -> Response:

@@ -65,6 +65,29 @@ def test_an_answer_over_the_configured_size_is_a_503_that_metacontroller_retries
     assert any("response_bytes" in r.getMessage() for r in caplog.records)
 
 
+class Submissions:
+    """A recorder that keeps what it is handed."""
+
+    def __init__(self) -> None:
+        self.batches: list[object] = []
+
+    def submit(self, parent: object, events: object) -> None:
+        self.batches.append(events)
+
+
+def test_an_answer_refused_for_its_size_records_no_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = sync_body(job("TFJob", name="j", Worker=20))
+    recorder = Submissions()
+    app = create_app(clock=lambda: T0, recorder=recorder)  # type: ignore[arg-type]
+    assert app.test_client().post("/sync", data=body).status_code == 200
+    assert recorder.batches  # the first sync of a job records its pods' creation
+    monkeypatch.setenv("TRAINOP_HOOK_MAX_RESPONSE_BYTES", "10000")
+    recorder = Submissions()
+    app = create_app(clock=lambda: T0, recorder=recorder)  # type: ignore[arg-type]
+    assert app.test_client().post("/sync", data=body).status_code == 503
+    assert recorder.batches == []
+
+
 def test_an_answer_under_the_configured_size_is_sent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINOP_HOOK_MAX_RESPONSE_BYTES", "10000000")
     client = create_app(clock=lambda: T0).test_client()
