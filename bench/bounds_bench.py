@@ -167,7 +167,7 @@ DENSEST = b'[],"' + b"x" * 25 + b'",'
 
 
 def body_cases(skip_huge: bool) -> list[tuple[str, str, bytes, str]]:
-    from tests.builders import job
+    from tests.builders import admission_review, job
     from tests.realistic import resync_request
     from trainop.jsoncost import MAX_COST_PER_BYTE
 
@@ -180,6 +180,11 @@ def body_cases(skip_huge: bool) -> list[tuple[str, str, bytes, str]]:
         )
         cases.append((f"{route} 8 MiB review, densest admitted pad", route,
                       _review(small, _pad(DENSEST, webhook_limit)), ""))  # fmt: skip
+    # Inside the pod template, which defaulting copies a path of and the patch diffs.
+    review = json.dumps(admission_review(small), separators=(",", ":")).encode()
+    pad = b'"pad":' + _pad(DENSEST, webhook_limit) + b","
+    in_template = review.replace(b'"template":{', b'"template":{' + pad, 1)
+    cases.append(("/mutate 8 MiB review, densest pad in the pod template", "/mutate", in_template, ""))
     cases.append(("/sync 16 MiB [[],...]", "/sync", b'{"parent":' + _pad(b"[],", 16 * MIB) + b"}", ""))
     if not skip_huge:
         cases.append(
