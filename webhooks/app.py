@@ -90,8 +90,9 @@ def _admit(path: str, handler: Handler) -> Response:
     req: AdmissionRequest | None = None
     claim = Claim(current_app.config[BUDGET_CONFIG])
     try:
-        # The declared length is held while the body is read, the parse estimate while it is answered.
-        _hold(claim, request.content_length or 0)
+        # The parse estimate is held once the body is read, not its declared length before: the port is
+        # open to every pod, and connections that declare 8 MiB and then trickle would otherwise hold the
+        # budget and turn real reviews away. Bodies being read take at most threads x the body limit.
         data = _read_body()
         _hold(claim, check_parse_cost(data, claim.budget.limit))
         req = admission.parse_review(data)
