@@ -96,3 +96,10 @@ def test_a_job_that_skipped_the_webhook_fails_validation_in_the_sync_without_chi
     assert failed and failed[0]["reason"] == "TFJobFailedValidation"
     assert "spec.tfReplicaSpecs[Worker].replicas" in failed[0]["message"]
     assert result.children == []
+
+
+def test_a_template_the_framework_cannot_read_is_answered_not_a_crash(client: FlaskClient) -> None:
+    # Found by tests/webhooks/test_fuzz.py: validation does not look inside templates, the estimate does.
+    obj = job("JAXJob", name="j", Worker=2)
+    obj["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"] = [1.5]
+    assert validated(client, obj)["allowed"] is True

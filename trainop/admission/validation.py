@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -94,20 +95,35 @@ def implied_children_bytes(fw: Framework, job: Json) -> int:
     containers of its first and last pod, whichever is larger + the pod's and its Service's own fields),
     plus the kind's other children. Linear in the replicas even for kinds whose answer is quadratic."""
     ctx = JobContext(fw.info, job, Settings())
-    total = len(orjson.dumps(fw.extra_children(ctx, [], True)))
+    total = _generated_bytes(lambda: [fw.extra_children(ctx, [], True)])
     for rtype, rspec in ctx.replica_specs.items():
         count = ctx.replicas(rtype)
         if count <= 0:
             continue
-        targets = len(fw.env_container_indexes(ctx, rtype, ctx.containers(rtype)))
-        generated = max(
-            targets * len(orjson.dumps(fw.env(ctx, rtype, i)))
-            + len(orjson.dumps(fw.init_containers(ctx, rtype, i)))
-            for i in {0, count - 1}
-        )
+        generated = max(_pod_generated_bytes(fw, ctx, rtype, i) for i in {0, count - 1})
         service = SERVICE_BYTES if fw.has_services else 0
         total += count * (len(orjson.dumps(rspec["template"])) + generated + POD_OVERHEAD_BYTES + service)
     return total
+
+
+def _pod_generated_bytes(fw: Framework, ctx: JobContext, rtype: str, index: int) -> int:
+    """The environment (in every container that gets it) and init containers of one pod."""
+    targets = len(fw.env_container_indexes(ctx, rtype, ctx.containers(rtype)))
+    return _generated_bytes(
+        lambda: [fw.env(ctx, rtype, index)] * targets + [fw.init_containers(ctx, rtype, index)]
+    )
+
+
+def _generated_bytes(build: Callable[[], list[Any]]) -> int:
+    """The JSON bytes of what a framework generates, or 0 if it cannot read the job's templates.
+
+    Validation does not look inside pod templates (the CRD schema does, on a cluster); a template the
+    framework cannot read (a port that is not an object, say) makes the sync refuse the job with a 400
+    before anything is built, so there is nothing to bound."""
+    try:
+        return sum(len(orjson.dumps(part)) for part in build())
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return 0
 
 
 def _check_children_bytes(fw: Framework, job: Json, result: Result) -> None:
