@@ -21,6 +21,7 @@ from hooks.request import HookRequest, parse
 from trainop.controller import ttl
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
+from trainop.jsoncost import Budget, Claim, TooCostly, check_parse_cost
 from trainop.jsonshape import BadRequest
 
 log = logging.getLogger("trainop.hooks")
@@ -28,6 +29,21 @@ log = logging.getLogger("trainop.hooks")
 # Metacontroller's last-applied annotation repeats it (bench/README.md). One such sync costs a worker
 # ~250 MiB; the chart's 1536Mi pod limit holds a few at once. Larger TFJobs need TRAINOP_HOOK_MAX_BODY_BYTES.
 DEFAULT_MAX_BODY = 128 * 1024 * 1024
+# The largest answer the hook sends. Validation already bounds what a job implies (its children take at
+# most 48 MiB, trainop.admission.validation.MAX_CHILDREN_BYTES, estimated from above), so this only
+# catches what that estimate missed, or is an operator's lower ceiling.
+MAX_RESPONSE_ENV = "TRAINOP_HOOK_MAX_RESPONSE_BYTES"
+DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
+# Estimated parse memory (trainop.jsoncost) one worker's requests may hold at once, and so the most one
+# request may cost. The chart gives a hook pod 1536Mi for 2 workers of ~50 MiB idle. The largest resyncs
+# of admissible jobs are estimated at ~340 MiB (a TFJob of 1150 replicas) and ~600 MiB (a PyTorchJob of
+# 10,000 replicas with full pod status), a 1000-replica PyTorchJob's at ~62 MiB: real syncs run side by
+# side, floods of large bodies are told to retry, and no admissible body is refused.
+INFLIGHT_ENV = "TRAINOP_HOOK_MAX_INFLIGHT_BYTES"
+DEFAULT_INFLIGHT = 640 * 1024 * 1024
+# How long a request waits for that budget before a 429 (Metacontroller retries it with backoff).
+BUDGET_WAIT_SECONDS = 1.0
+BUDGET_CONFIG = "TRAINOP_INFLIGHT_BUDGET"
 
 
 def _dumps(obj: Any) -> bytes:
@@ -50,6 +66,7 @@ class HookServer:
     deleter: Deleter | None
     clock: Callable[[], datetime]
     recorder: Recorder | None
+    max_response: int = DEFAULT_MAX_RESPONSE
 
     def answer(self, path: str, data: bytes, finalizing_route: bool) -> Response:
         started = time.perf_counter()
@@ -61,13 +78,6 @@ class HookServer:
             log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
             return _json({"error": prefix + reason}, 400)
         parent = hook.parent
-        if finalizing_route or hook.finalizing:
-            response = self.finalize(hook)
-        else:
-            response = self.sync(parent, hook.children)
-        out = _json(response)
-        elapsed = time.perf_counter() - started
-        metrics.record_call(path.strip("/"), parent["kind"], elapsed, len(data))
         meta = parent["metadata"]
         entry = {
             "path": path,
@@ -75,21 +85,44 @@ class HookServer:
             "namespace": meta.get("namespace"),
             "name": meta["name"],
         }
+        try:
+            if finalizing_route or hook.finalizing:
+                response = self.finalize(hook)
+                body = _dumps(response)
+            else:
+                response, body = self.sync(parent, hook.children)
+        except AnswerTooLarge as exc:
+            # Not the job's fault (it passed validation) but this server's ceiling: refuse and let
+            # Metacontroller retry, so that raising the ceiling lets the job go on unchanged.
+            error = (
+                f"the answer for {parent['kind']} {meta.get('namespace')}/{meta['name']} would be "
+                f"{exc.size} bytes, over this hook server's {MAX_RESPONSE_ENV}={self.max_response}"
+            )
+            log.warning(json.dumps({**entry, "code": 503, "error": error, "response_bytes": exc.size}))
+            return _json({"error": error}, 503)
+        elapsed = time.perf_counter() - started
+        metrics.record_call(path.strip("/"), parent["kind"], elapsed, len(data))
         log.info(
             json.dumps(
                 {**entry, "children": len(response["children"]), "latency_ms": round(elapsed * 1000, 2)}
             )
         )
-        return out
+        return Response(body, status=200, mimetype="application/json")
 
     def finalize(self, hook: HookRequest) -> dict[str, Any]:
         observed = any(hook.children.get(k) for k in hook.children)
         return {"status": hook.parent.get("status") or {}, "children": [], "finalized": not observed}
 
-    def sync(self, parent: dict[str, Any], children: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def sync(
+        self, parent: dict[str, Any], children: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, Any], bytes]:
+        """The answer and its bytes; AnswerTooLarge, before any Event, metric or deletion, when too big."""
         now = self.clock()
         result = sync(parent, children, self.settings, now)
         response = result.response()
+        body = _dumps(response)
+        if len(body) > self.max_response:
+            raise AnswerTooLarge(len(body))
         metrics.record_transitions(parent, result.status)
         if self.recorder is not None and result.events:
             self.recorder.submit(parent, result.events)  # queued: written after the response
@@ -97,7 +130,8 @@ class HookServer:
             retry = self.delete(parent, now)
             if retry is not None:  # never a null: nothing in a response may be None
                 response["resyncAfterSeconds"] = retry
-        return response
+                body = _dumps(response)
+        return response, body
 
     def delete(self, parent: dict[str, Any], now: datetime) -> float | None:
         """Delete the job if the apiserver's copy of it (never the request's) says its TTL expired. Returns
@@ -132,17 +166,37 @@ def create_app(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     recorder: Recorder | None = None,
 ) -> Flask:
-    server = HookServer(settings or Settings.from_env(), deleter, clock, recorder)
+    max_response = int(os.environ.get(MAX_RESPONSE_ENV, DEFAULT_MAX_RESPONSE))
+    server = HookServer(settings or Settings.from_env(), deleter, clock, recorder, max_response)
     app = Flask("trainop-hooks")
     app.config["MAX_CONTENT_LENGTH"] = int(os.environ.get("TRAINOP_HOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY))
+    budget = app.config[BUDGET_CONFIG] = Budget(int(os.environ.get(INFLIGHT_ENV, DEFAULT_INFLIGHT)))
+
+    def answer(finalizing_route: bool) -> Response:
+        # The declared length is held while the body is read, the parse estimate while it is answered.
+        claim = Claim(budget)
+        try:
+            if not claim.grow(request.content_length or 0, BUDGET_WAIT_SECONDS):
+                return _busy(budget)
+            data = request.get_data(cache=False)
+            try:
+                cost = check_parse_cost(data, budget.limit)
+            except TooCostly as exc:
+                log.info(json.dumps({"path": request.path, "code": 413, "error": str(exc)}))
+                return _json({"error": str(exc)}, 413)
+            if not claim.grow(cost, BUDGET_WAIT_SECONDS):
+                return _busy(budget)
+            return server.answer(request.path, data, finalizing_route=finalizing_route)
+        finally:
+            claim.release()
 
     @app.post("/sync")
     def sync_route() -> Response:
-        return server.answer(request.path, request.get_data(cache=False), finalizing_route=False)
+        return answer(finalizing_route=False)
 
     @app.post("/finalize")
     def finalize_route() -> Response:
-        return server.answer(request.path, request.get_data(cache=False), finalizing_route=True)
+        return answer(finalizing_route=True)
 
     @app.after_request
     def count(response: Response) -> Response:
@@ -173,6 +227,23 @@ def create_app(
         return _json({"error": f"{request.method} not allowed on {request.path}"}, 405)
 
     return app
+
+
+class AnswerTooLarge(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+def _busy(budget: Budget) -> Response:
+    error = (
+        f"the hook server is busy parsing other requests ({budget.held} of its {budget.limit} bytes of "
+        f"parse budget, {INFLIGHT_ENV}); retry"
+    )
+    log.info(json.dumps({"path": request.path, "code": 429, "error": error}))
+    response = _json({"error": error}, 429)
+    response.headers["Retry-After"] = "1"
+    return response
 
 
 def _app() -> Flask:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 # A Kubernetes object nests ~20 levels (a pod template with affinity terms is among the deepest). The
@@ -15,12 +16,19 @@ class BadRequest(ValueError):
 
 
 def deeper_than(value: Any, limit: int) -> bool:
-    """Whether a JSON value nests objects or arrays more than `limit` levels, found without recursion."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    """Whether a JSON value nests objects or arrays more than `limit` levels, found without recursion.
+
+    The stack holds one iterator per level, so a wide array costs no more memory than a narrow one."""
+    stack: list[Iterator[Any]] = [iter((value,))]
     while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        node = next(stack[-1], _DONE)
+        if node is _DONE:
+            stack.pop()
+        elif isinstance(node, dict | list):
+            if len(stack) > limit:
+                return True
+            stack.append(iter(node.values() if isinstance(node, dict) else node))
     return False
+
+
+_DONE = object()

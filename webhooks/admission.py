@@ -168,7 +168,15 @@ def respond(
 
 
 def json_patch(before: Json, after: Json) -> list[Json]:
-    """RFC 6902 operations turning `before` into `after`."""
+    """RFC 6902 operations turning `before` into `after`.
+
+    Only the top-level fields that are not the very same object in both are diffed: defaulting shares
+    what it leaves unchanged (metadata, status, any unknown field), so a large field it never touches
+    costs neither a walk nor a copy here. The operations are those of diffing the whole objects."""
+    changed = [k for k in before if k not in after or before[k] is not after[k]]
+    changed += [k for k in after if k not in before]
+    before = {k: before[k] for k in changed if k in before}
+    after = {k: after[k] for k in changed if k in after}
     ops: list[Json] = jsonpatch.make_patch(before, after).patch
     # make_patch diffs lists heuristically; a patch that did not reproduce `after` would silently corrupt
     # the stored object. Check it, and fall back to replacing whole top-level fields.

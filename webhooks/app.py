@@ -18,6 +18,7 @@ from typing import Any, Final
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from trainop.jsoncost import Budget, Claim, TooCostly, check_parse_cost
 from trainop.jsonshape import BadRequest
 from webhooks import admission, codec, metrics
 from webhooks.admission import AdmissionRequest
@@ -29,17 +30,29 @@ MAX_BODY_CONFIG: Final = "TRAINOP_MAX_BODY_BYTES"
 # The apiserver itself refuses bodies over 3 MiB; 8 MiB leaves room for its AdmissionReview envelope
 # (object and oldObject of an UPDATE) while keeping a stray client from exhausting memory.
 DEFAULT_MAX_BODY_BYTES: Final = 8 * 1024 * 1024
+# Estimated parse memory (trainop.jsoncost) that one worker's requests may hold at once: the pod's 512Mi
+# hold two workers of ~50 MiB idle, each with this much in flight plus its copies. A real review costs a
+# few MiB, so only floods of large bodies ever wait.
+INFLIGHT_ENV: Final = "TRAINOP_WEBHOOK_MAX_INFLIGHT_BYTES"
+DEFAULT_INFLIGHT_BYTES: Final = 96 * 1024 * 1024
+# How long a request waits for the budget before a 429: well inside the apiserver's 10 s webhook timeout.
+BUDGET_WAIT_SECONDS: Final = 2.0
+BUDGET_CONFIG: Final = "TRAINOP_INFLIGHT_BUDGET"
 
 log = logging.getLogger("trainop.webhooks")
 
 Handler = Callable[[AdmissionRequest], Json]
 
 
-def create_app(max_body_bytes: int | None = None) -> Flask:
+def create_app(max_body_bytes: int | None = None, inflight_bytes: int | None = None) -> Flask:
     codec.log_json_lines(log)
     app = Flask(__name__)
     limit = max_body_bytes if max_body_bytes is not None else _max_body_from_env()
     app.config[MAX_BODY_CONFIG] = limit
+    inflight = (
+        inflight_bytes if inflight_bytes is not None else _positive_env(INFLIGHT_ENV, DEFAULT_INFLIGHT_BYTES)
+    )
+    app.config[BUDGET_CONFIG] = Budget(inflight)
     # One byte over the limit: werkzeug silently truncates a chunked body at MAX_CONTENT_LENGTH, so the
     # extra byte is how _read_body tells "exactly at the limit" from "over it".
     app.config["MAX_CONTENT_LENGTH"] = limit + 1
@@ -75,8 +88,14 @@ def _admit(path: str, handler: Handler) -> Response:
     started = time.perf_counter()
     entry: Json = {"path": path}
     req: AdmissionRequest | None = None
+    claim = Claim(current_app.config[BUDGET_CONFIG])
     try:
-        req = admission.parse_review(_read_body())
+        # The parse estimate is held once the body is read, not its declared length before: the port is
+        # open to every pod, and connections that declare 8 MiB and then trickle would otherwise hold the
+        # budget and turn real reviews away. Bodies being read take at most threads x the body limit.
+        data = _read_body()
+        _hold(claim, check_parse_cost(data, claim.budget.limit))
+        req = admission.parse_review(data)
         entry.update(_describe(req))
         payload = handler(req)
         status = 200
@@ -84,6 +103,10 @@ def _admit(path: str, handler: Handler) -> Response:
     except RequestEntityTooLarge:
         limit = current_app.config[MAX_BODY_CONFIG]
         status, payload = 413, {"error": f"request body exceeds the webhook's limit of {limit} bytes"}
+    except TooCostly as exc:
+        status, payload = 413, {"error": str(exc)}
+    except Busy as exc:
+        status, payload = 429, {"error": str(exc)}
     except BadRequest as exc:
         status, payload = 400, {"error": str(exc)}
     except HTTPException as exc:
@@ -98,13 +121,30 @@ def _admit(path: str, handler: Handler) -> Response:
         else:
             status, payload = 200, admission.internal_error(req.uid, exc)
             entry["allowed"] = False
+    finally:
+        claim.release()
     if status != 200:
         entry.setdefault("error", payload["error"])
     elapsed = time.perf_counter() - started
     metrics.record(path.strip("/"), req.operation if req else None, status, payload, elapsed)
     entry.update(status=status, latency_ms=round(elapsed * 1000, 3))
     log.log(logging.ERROR if "traceback" in entry else logging.INFO, codec.dumps(entry).decode())
-    return _json(status, payload)
+    response = _json(status, payload)
+    if status == 429:
+        response.headers["Retry-After"] = "1"
+    return response
+
+
+class Busy(Exception):
+    """This worker's parse budget stayed taken for BUDGET_WAIT_SECONDS; for an HTTP 429."""
+
+
+def _hold(claim: Claim, cost: int) -> None:
+    if not claim.grow(cost, BUDGET_WAIT_SECONDS):
+        raise Busy(
+            f"the webhook is busy parsing other requests ({claim.budget.held} of its {claim.budget.limit} "
+            f"bytes of parse budget, {INFLIGHT_ENV}); retry"
+        )
 
 
 def _read_body() -> bytes:
@@ -130,15 +170,19 @@ def _json(status: int, payload: Json) -> Response:
 
 
 def _max_body_from_env() -> int:
-    raw = os.environ.get(MAX_BODY_ENV, "")
+    return _positive_env(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES)
+
+
+def _positive_env(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
     if not raw:
-        return DEFAULT_MAX_BODY_BYTES
+        return default
     try:
         value = int(raw)
     except ValueError:
         value = 0
     if value <= 0:
-        raise ValueError(f"{MAX_BODY_ENV} must be a positive number of bytes, got {raw!r}")
+        raise ValueError(f"{name} must be a positive number of bytes, got {raw!r}")
     return value
 
 

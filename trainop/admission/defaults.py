@@ -4,11 +4,14 @@ The mutating webhook turns the difference into a JSONPatch; the sync hook and `t
 same function in memory, so a job that never passed the webhook behaves identically. The function is
 idempotent and tolerant of malformed input: anything of the wrong shape is left for validation to
 report instead of being "fixed" here.
+
+It copies only the objects on the paths it changes and shares everything else with its input (a job's
+metadata, its pod templates but for the default container's ports), so defaulting costs the same for a
+job padded with large fields it never looks at as for a plain one. Callers must treat both as read-only.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from trainop.api.kinds import KindInfo
@@ -18,18 +21,21 @@ Json = dict[str, Any]
 
 
 def apply_defaults(job: Json) -> Json:
-    """Return a defaulted deep copy of `job` (any of the seven kinds)."""
+    """Return `job` (any of the seven kinds) defaulted, as a new object sharing what defaulting leaves."""
     fw = framework(str(job.get("kind")))
     info = fw.info
-    out = copy.deepcopy(job)
+    out = dict(job)
     spec = out.get("spec")
     if not isinstance(spec, dict):
         return out
+    # Frameworks default one level below spec (elasticPolicy); those objects are small.
+    spec = out["spec"] = {k: dict(v) if isinstance(v, dict) else v for k, v in spec.items()}
     replicas = spec.get(info.replica_field)
     if isinstance(replicas, dict):
         _normalise_replica_keys(info, replicas)
         for rtype, rspec in replicas.items():
             if isinstance(rspec, dict):
+                replicas[rtype] = rspec = dict(rspec)
                 _default_replica(info, rtype, rspec)
     run_policy = spec.setdefault("runPolicy", {})
     if isinstance(run_policy, dict):
@@ -64,12 +70,20 @@ def _add_default_port(info: KindInfo, rspec: Json) -> None:
     containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
     if not isinstance(containers, list) or not containers:
         return
-    named = [c for c in containers if isinstance(c, dict) and c.get("name") == info.default_container]
-    container = named[0] if named else containers[0]
+    named = [
+        i for i, c in enumerate(containers) if isinstance(c, dict) and c.get("name") == info.default_container
+    ]
+    index = named[0] if named else 0
+    container = containers[index]
     if not isinstance(container, dict):
         return
-    ports = container.setdefault("ports", [])
+    ports = container.get("ports", [])
     if not isinstance(ports, list):
         return
-    if not any(isinstance(p, dict) and p.get("name") == info.port_name for p in ports):
-        ports.append({"name": info.port_name, "containerPort": info.port})
+    if any(isinstance(p, dict) and p.get("name") == info.port_name for p in ports):
+        return
+    # Copy the path down to the container (the rest of the template stays shared).
+    assert isinstance(template, dict) and isinstance(pod_spec, dict)
+    containers = [*containers]
+    containers[index] = {**container, "ports": [*ports, {"name": info.port_name, "containerPort": info.port}]}
+    rspec["template"] = {**template, "spec": {**pod_spec, "containers": containers}}

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from trainop.api import constants as c
@@ -20,6 +22,8 @@ from trainop.api.jsonpath import dig
 from trainop.api.kinds import KindInfo
 from trainop.frameworks import FRAMEWORKS, KINDS
 from trainop.frameworks.base import Framework
+from trainop.job.context import JobContext
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 
@@ -29,6 +33,18 @@ DNS_LABEL_MAX = 63
 MAX_REPLICAS = 10_000
 # The apiserver appends five random characters to generateName.
 GENERATED_SUFFIX = 5
+# The most JSON a job's children (pods, Services, the kind's other objects) may take in one sync answer.
+# Each child's environment can grow with the replicas (TF_CONFIG and MX_CONFIG list every replica in
+# every pod, XGBoost's WORKER_ADDRS every worker), so the answer grows with their square. Bounded so that
+# (a) the job's resync, in which Metacontroller sends every pod back twice (spec and last-applied
+# annotation) with its status, stays under the hook's default 128 MiB body limit, and (b) one sync of
+# the largest job stays far below a hook pod's memory limit (bench/bounds_bench.py). A 1000-replica TFJob
+# as our benches and load tests run it implies ~37 MiB.
+MAX_CHILDREN_BYTES = 48 * 1024 * 1024
+# Bytes each pod adds to its template and environment (name, labels, ownerReference, restartPolicy) and
+# each headless Service takes, rounded up from what children.py builds.
+POD_OVERHEAD_BYTES = 700
+SERVICE_BYTES = 700
 
 
 def validate(job: Json, old: Json | None = None) -> Result:
@@ -66,7 +82,88 @@ def validate(job: Json, old: Json | None = None) -> Result:
     fw.check_spec(spec, result)
     if old is not None:
         _check_update(info, old, job, result)
+    if result.ok:
+        # Only a job that is otherwise valid can be built into a context to be measured.
+        _check_children_bytes(fw, job, result)
     return result
+
+
+def implied_children_bytes(fw: Framework, job: Json) -> int:
+    """An estimate of the JSON bytes of the children a valid `job` implies, found without building them.
+
+    Per replica type: its replicas times (the pod template + the framework's environment and init
+    containers of its first and last pod, whichever is larger + the pod's and its Service's own fields),
+    plus the kind's other children. Linear in the replicas even for kinds whose answer is quadratic."""
+    ctx = JobContext(fw.info, job, Settings())
+    total = _generated_bytes(lambda: [fw.extra_children(ctx, [], True)])
+    for rtype, rspec in ctx.replica_specs.items():
+        count = ctx.replicas(rtype)
+        if count <= 0:
+            continue
+        generated = max(_pod_generated_bytes(fw, ctx, rtype, i) for i in {0, count - 1})
+        service = SERVICE_BYTES if fw.has_services else 0
+        total += count * (len(orjson.dumps(rspec["template"])) + generated + POD_OVERHEAD_BYTES + service)
+    return total
+
+
+def _pod_generated_bytes(fw: Framework, ctx: JobContext, rtype: str, index: int) -> int:
+    """The environment (in every container that gets it) and init containers of one pod."""
+    targets = len(fw.env_container_indexes(ctx, rtype, ctx.containers(rtype)))
+    return _generated_bytes(
+        lambda: [fw.env(ctx, rtype, index)] * targets + [fw.init_containers(ctx, rtype, index)]
+    )
+
+
+def _generated_bytes(build: Callable[[], list[Any]]) -> int:
+    """The JSON bytes of what a framework generates, or 0 if it cannot read the job's templates.
+
+    Validation does not look inside pod templates (the CRD schema does, on a cluster); a template the
+    framework cannot read (a port that is not an object, say) makes the sync refuse the job with a 400
+    before anything is built, so there is nothing to bound."""
+    try:
+        return sum(len(orjson.dumps(part)) for part in build())
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return 0
+
+
+def _check_children_bytes(fw: Framework, job: Json, result: Result) -> None:
+    implied = implied_children_bytes(fw, job)
+    if implied <= MAX_CHILDREN_BYTES:
+        return
+    info = fw.info
+    replicas = job["spec"][info.replica_field]
+    key = max(replicas, key=lambda k: _replica_count(info, info.canonical_type(k) or k, replicas[k]))
+    count = _replica_count(info, info.canonical_type(key) or key, replicas[key])
+    fits = _most_replicas_that_fit(fw, job, key, count)
+    pods = sum(_replica_count(info, info.canonical_type(k) or k, r) for k, r in replicas.items())
+    advice = (
+        f"use at most {fits} {key} replicas per job (split the training into several jobs)"
+        if fits > 0
+        else "shrink the pod templates"
+    )
+    result.error(
+        f"spec.{info.replica_field}[{key}].replicas",
+        f"Invalid value: {count}: the job's {pods} pods and their Services would take "
+        f"~{implied / 2**20:.1f} MiB in one sync answer, over the {MAX_CHILDREN_BYTES >> 20} MiB one job "
+        f"may imply (each pod carries its template and the environment {info.kind} generates, which may "
+        f"name every replica); {advice}",
+    )
+
+
+def _most_replicas_that_fit(fw: Framework, job: Json, key: str, count: int) -> int:
+    """The most replicas of `key` (others unchanged) for which the job stays within MAX_CHILDREN_BYTES."""
+    spec = job["spec"]
+    field = fw.info.replica_field
+
+    def fits(n: int) -> bool:
+        replicas = {**spec[field], key: {**spec[field][key], "replicas": n}}
+        return implied_children_bytes(fw, {**job, "spec": {**spec, field: replicas}}) <= MAX_CHILDREN_BYTES
+
+    lo, hi = 0, count  # fits(hi) is False
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo if lo > 0 and fits(lo) else 0
 
 
 def _check_types(fw: Framework, spec: Json, result: Result) -> None:
