@@ -274,3 +274,19 @@ def test_counts_name_each_child_and_event_at_a_checkpoint_once() -> None:
 def test_an_already_exists_warning_from_kubeflows_stale_cache_is_noise() -> None:
     warning = 'events[Warning FailedCreateService: Error creating: services "j-worker-0" already exists]'
     assert noise.explain(difference(warning, "present", ABSENT), {}) == "kubeflow-stale-cache-create"
+
+
+def _tfjob_worker_failed(kubeflow_reason: str) -> tuple[Difference, dict[str, Any]]:
+    path = "job.status.conditions[Failed].status"
+    d = Difference("restart-always-tfjob-worker-fails", "worker-failed", path, "True", ABSENT)
+    conditions = [{"type": "Failed", "status": "True", "reason": kubeflow_reason, "message": "m"}]
+    return d, {"job": {"exists": True, "status": {"conditions": conditions}}}
+
+
+def test_kubeflow_failing_a_restarting_tfjob_under_load_is_noise() -> None:
+    assert noise.explain(*_tfjob_worker_failed("TFJobFailed")) == "kubeflow-tfjob-restart-counted-as-failure"
+
+
+def test_a_tfjob_difference_is_not_noise_when_kubeflow_did_not_fail_it() -> None:
+    d, _ = _tfjob_worker_failed("TFJobFailed")
+    assert noise.explain(d, {"job": {"exists": True, "status": {"conditions": []}}}) is None
