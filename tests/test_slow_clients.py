@@ -150,6 +150,19 @@ def test_a_request_head_above_64_kib_is_refused_without_waiting_for_its_end(tmp_
             assert sock.recv(100).startswith(b"HTTP/1.1 431 ")
 
 
+def test_a_client_that_expects_100_continue_gets_it_before_sending_its_body(tmp_path: Path) -> None:
+    body = json.dumps({"parent": job("XGBoostJob", name="real", namespace="slow", Master=1), "children": {}})
+    head = (
+        "POST /sync HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with serve("hooks", tmp_path) as server, started_request(server.port, head, b"") as sock:
+        sock.settimeout(PATIENCE)
+        assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue")
+        sock.sendall(body.encode())
+        assert sock.recv(100).startswith(b"HTTP/1.1 200 ")
+
+
 # The webhook port (TLS).
 
 

@@ -13,9 +13,10 @@ file descriptor and a few bytes, not a thread:
   connection between requests is legitimate and keeps gunicorn's `keepalive` bound; a request that has
   started and stalls is not, and gets the much shorter head deadline;
 * a body of known length up to `buffered_body_bytes`, while the process holds less than
-  `buffer_budget_bytes` of such bodies, within `body_seconds` of the head. A larger or chunked body is
-  read by the thread, and the event loop shuts the connection down if it is not complete `body_seconds`
-  after the thread took it, which ends the thread's blocking read;
+  `buffer_budget_bytes` of such bodies, within `body_seconds` of the head. A larger or chunked body, or
+  one the client sends only after "100 Continue", is read by the thread, and the event loop shuts the
+  connection down if it is not complete `body_seconds` after the thread took it, which ends the thread's
+  blocking read;
 * the answer: the loop shuts down a connection whose response is not written `response_seconds` after
   its body, so a client that stops reading cannot hold a thread for ever.
 
@@ -52,6 +53,7 @@ TICK_SECONDS = 0.25
 _HEAD_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length[ \t]*:[ \t]*(\d{1,12})[ \t]*\r\n", re.IGNORECASE)
 _TRANSFER_ENCODING = re.compile(rb"\r\ntransfer-encoding[ \t]*:", re.IGNORECASE)
+_EXPECT_CONTINUE = re.compile(rb"\r\nexpect[ \t]*:[ \t]*100-continue", re.IGNORECASE)
 _HEAD_TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 )
@@ -251,7 +253,9 @@ class DeadlineWorker(ThreadWorker):  # type: ignore[misc]
             body = int(length.group(1)) if length and not _TRANSFER_ENCODING.search(head) else 0
             reading.need = end + len(_HEAD_END) + body
             budget_left = self.deadlines.buffer_budget_bytes - self._buffered
-            if body and (body > self.deadlines.buffered_body_bytes or body > budget_left):
+            # A client that waits for "100 Continue" (gunicorn sends it) sends no body until then.
+            waits = _EXPECT_CONTINUE.search(head) is not None
+            if body and (waits or body > self.deadlines.buffered_body_bytes or body > budget_left):
                 self._hand_off(conn)  # the thread reads this body, under the body deadline
                 return
             reading.deadline = time.monotonic() + self.deadlines.body_seconds
