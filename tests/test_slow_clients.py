@@ -136,6 +136,21 @@ def test_a_large_body_that_stalls_in_a_thread_is_cut_off_at_the_body_deadline(tm
         assert closed_by_server(sock, 2 + MARGIN)
 
 
+def test_a_sync_is_answered_while_200_connections_trickle_large_bodies(tmp_path: Path) -> None:
+    # 4 MiB: above what the event loop buffers, so threads would read these bodies from the network.
+    head = (
+        b"POST /sync HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4194304\r\n\r\n"
+    )
+    env = {"TRAINOP_HOOK_BODY_TIMEOUT": LONG, "TRAINOP_HOOK_HEADER_TIMEOUT": LONG}
+    with serve("hooks", tmp_path, **env) as server:
+        trickling = [started_request(server.port, head, b"[" * 1024) for _ in range(200)]
+        try:
+            sync(server)
+        finally:
+            for sock in trickling:
+                sock.close()
+
+
 def test_at_the_connection_cap_the_oldest_unfinished_requests_make_room(tmp_path: Path) -> None:
     env = {"TRAINOP_HOOK_MAX_CONNECTIONS": "50", "TRAINOP_HOOK_HEADER_TIMEOUT": LONG}
     with serve("hooks", tmp_path, workers=1, **env) as server, slow_connections(server.port, 100) as socks:

@@ -14,9 +14,10 @@ file descriptor and a few bytes, not a thread:
   started and stalls is not, and gets the much shorter head deadline;
 * a body of known length up to `buffered_body_bytes`, while the process holds less than
   `buffer_budget_bytes` of such bodies, within `body_seconds` of the head. A larger or chunked body, or
-  one the client sends only after "100 Continue", is read by the thread, and the event loop shuts the
+  one the client sends only after "100 Continue", is read by a thread, and the event loop shuts the
   connection down if it is not complete `body_seconds` after the thread took it, which ends the thread's
-  blocking read;
+  blocking read. At most half the threads read bodies from the network; further such requests wait in
+  the event loop, unread, and are closed if still waiting `body_seconds` after their head;
 * the answer: the loop shuts down a connection whose response is not written `response_seconds` after
   its body, so a client that stops reading cannot hold a thread for ever.
 
@@ -137,6 +138,12 @@ class DeadlineWorker(ThreadWorker):  # type: ignore[misc]
         # phase is the answer (after the body).
         self._held: dict[TConn, tuple[float, bool]] = {}
         self._held_lock = threading.Lock()
+        # Requests whose body a thread reads from the network: at most half the threads, so that a client
+        # trickling a large body cannot take the threads that requests which have arrived whole need. The
+        # others wait in the event loop, unread, under their body deadline. Event loop only.
+        # Each with the message its parser held before (a kept-alive connection's previous request).
+        self._network_bodies: dict[TConn, object] = {}
+        self._waiting_bodies: dict[TConn, _Reading] = {}
 
     # --- accepting -------------------------------------------------------------------------------------
 
@@ -193,6 +200,7 @@ class DeadlineWorker(ThreadWorker):  # type: ignore[misc]
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
 
     def _stop_reading(self, conn: TConn) -> _Reading:
+        self._waiting_bodies.pop(conn, None)
         reading = self._reading.pop(conn)
         self._buffered -= len(reading.buffer)
         self._unregister(conn)
@@ -255,12 +263,36 @@ class DeadlineWorker(ThreadWorker):  # type: ignore[misc]
             budget_left = self.deadlines.buffer_budget_bytes - self._buffered
             # A client that waits for "100 Continue" (gunicorn sends it) sends no body until then.
             waits = _EXPECT_CONTINUE.search(head) is not None
-            if body and (waits or body > self.deadlines.buffered_body_bytes or body > budget_left):
-                self._hand_off(conn)  # the thread reads this body, under the body deadline
-                return
             reading.deadline = time.monotonic() + self.deadlines.body_seconds
+            chunked = _TRANSFER_ENCODING.search(head) is not None
+            large = body > self.deadlines.buffered_body_bytes or body > budget_left
+            if chunked or (body and (waits or large)):
+                self._body_from_network(conn)
+                return
         if len(buffer) >= reading.need:
             self._hand_off(conn)
+
+    def _body_from_network(self, conn: TConn) -> None:
+        """A thread is to read this body as it arrives: now if fewer than half the threads do, else later."""
+        if len(self._network_bodies) < max(1, self.cfg.threads // 2):
+            self._network_bodies[conn] = getattr(conn.parser, "mesg", None)
+            self._hand_off(conn)  # the thread reads this body, under the body deadline
+            return
+        reading = self._reading[conn]
+        self._unregister(conn)  # read no further until a thread is free for it
+        self._waiting_bodies[conn] = reading
+
+    def _network_body_done(self, conn: TConn) -> None:
+        """A thread has the whole body (or gave up): the next waiting request may have its place."""
+        if conn not in self._network_bodies:
+            return
+        del self._network_bodies[conn]
+        while self._waiting_bodies and len(self._network_bodies) < max(1, self.cfg.threads // 2):
+            waiting = next(iter(self._waiting_bodies))
+            del self._waiting_bodies[waiting]
+            if waiting in self._reading:
+                self._network_bodies[waiting] = getattr(waiting.parser, "mesg", None)
+                self._hand_off(waiting)
 
     def _refuse_head(self, conn: TConn) -> None:
         self._stop_reading(conn)
@@ -290,8 +322,12 @@ class DeadlineWorker(ThreadWorker):  # type: ignore[misc]
         finally:
             with self._held_lock:
                 self._held.pop(conn, None)
+            self.method_queue.defer(self._network_body_done, conn)
 
     def _enforce_held(self, now: float) -> None:
+        for conn, before in list(self._network_bodies.items()):
+            if getattr(conn.parser, "mesg", None) is not before and _body_complete(conn):
+                self._network_body_done(conn)
         with self._held_lock:
             for conn, (deadline, answering) in list(self._held.items()):
                 if deadline > now:
