@@ -1,17 +1,21 @@
 """Slow clients against every port: how long a real request waits while N connections each send one byte.
 
     python bench/slow_clients_bench.py [--counts 0,200,1000] [--ports hooks,webhooks,hooks-metrics,...]
+                                       [--trickle-bodies]
 
 For each port (the hook port, plain HTTP; the webhook port over TLS; the metrics ports of both servers) and
 each N, a fresh gunicorn with the shipped config, N loopback connections that send one byte and stop, then
 real requests on fresh connections (a sync, an AdmissionReview over a full TLS handshake, a scrape). Prints
 the slowest probe, its ratio to the 1 s target (bench/README.md#targets), how long the server took to close
-all N slow connections, and the gunicorn master's thread count with the N open.
+all N slow connections, and the gunicorn master's thread count with the N open. `--trickle-bodies` makes
+each slow connection send a whole request head announcing a 4 MiB body, then 1 KiB of it (plain HTTP
+ports only: hooks, hooks-metrics, webhooks-metrics).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import selectors
@@ -136,10 +140,31 @@ def seconds_until_closed(socks: list[socket.socket], opened_at: float) -> float 
     return time.monotonic() - opened_at
 
 
-def run(name: str, case: Case, count: int) -> str:
+TRICKLE_HEAD = (
+    b"POST /sync HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: 4194304\r\n\r\n"
+)
+
+
+@contextmanager
+def trickling_bodies(port: int, count: int) -> Iterator[list[socket.socket]]:
+    opened: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(TRICKLE_HEAD + b"[" * 1024)
+            opened.append(sock)
+        yield opened
+    finally:
+        for sock in opened:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def run(name: str, case: Case, count: int, trickle: bool) -> str:
+    slow = trickling_bodies if trickle else slow_connections
     with tempfile.TemporaryDirectory() as tmp, case(Path(tmp)) as (server, port, probe):
         probe()  # warm
-        with slow_connections(port, count) as socks:
+        with slow(port, count) as socks:
             opened_at = time.monotonic()
             time.sleep(0.5)
             held = threads(server.proc.pid)
@@ -157,6 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--counts", default="0,200,1000")
     parser.add_argument("--ports", default=",".join(SHORT))
+    parser.add_argument("--trickle-bodies", action="store_true")
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     print("| Port (probe) | slow connections | slowest probe | / 1 s target | all slow ones closed after |"
@@ -165,7 +191,7 @@ def main() -> None:
     for short in args.ports.split(","):
         name = SHORT[short]
         for count in counts:
-            print(run(name, CASES[name], count), flush=True)
+            print(run(name, CASES[name], count, args.trickle_bodies), flush=True)
 
 
 if __name__ == "__main__":
