@@ -5,16 +5,26 @@ so threads and a long keep-alive matter more than processes on small nodes.
 
 Prometheus metrics of all workers are served by the master on TRAINOP_HOOK_METRICS_BIND (default
 0.0.0.0:8081; "" turns them off), see trainop.metrics.
+
+Every connection has deadlines and each process a connection cap (trainop.serving; the variables
+TRAINOP_HOOK_{HEADER,BODY,RESPONSE}_TIMEOUT, TRAINOP_HOOK_MAX_CONNECTIONS, TRAINOP_HOOK_METRICS_TIMEOUT and
+TRAINOP_HOOK_METRICS_MAX_CONNECTIONS are in docs/limits-connections.md).
 """
 
 import os
 
-from trainop.metrics import GunicornHooks
+from trainop.metrics import GunicornHooks, MetricsLimits
+from trainop.serving import Deadlines, deadline_worker, positive_int_env
 
 bind = os.environ.get("TRAINOP_HOOK_BIND", "0.0.0.0:8080")
-worker_class = "gthread"
+# gthread, except that a connection gets a thread only once its request has arrived.
+worker_class = deadline_worker(Deadlines.from_env("TRAINOP_HOOK"))
 workers = int(os.environ.get("TRAINOP_HOOK_WORKERS", "2"))
 threads = int(os.environ.get("TRAINOP_HOOK_THREADS", "8"))
+# Open connections per worker process; at the cap the oldest unfinished request (else the oldest idle
+# connection) is closed for each new one.
+worker_connections = positive_int_env("TRAINOP_HOOK_MAX_CONNECTIONS", 1000)
+# An idle kept-alive connection between two requests: Metacontroller reuses its connections.
 keepalive = 75
 timeout = 30
 graceful_timeout = 20
@@ -23,7 +33,11 @@ worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 # gunicorn 27 otherwise creates a control socket under $HOME, which a read-only root filesystem forbids.
 control_socket_disable = True
 
-_metrics = GunicornHooks("hooks", os.environ.get("TRAINOP_HOOK_METRICS_BIND", "0.0.0.0:8081"))
+_metrics = GunicornHooks(
+    "hooks",
+    os.environ.get("TRAINOP_HOOK_METRICS_BIND", "0.0.0.0:8081"),
+    MetricsLimits.from_env("TRAINOP_HOOK"),
+)
 on_starting = _metrics.on_starting
 when_ready = _metrics.when_ready
 child_exit = _metrics.child_exit

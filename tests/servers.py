@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -122,3 +124,108 @@ def sample(text: str, name: str, **labels: str) -> float:
             if found.name == name and found.labels == labels:
                 return float(found.value)
     return 0.0
+
+
+# Slow clients: connections that start a request and stop, and the server they are aimed at over TLS.
+
+SLOW_BYTE = b"\x16"  # the first byte of a TLS ClientHello; on a plain HTTP port, the start of a request line
+
+
+def make_cert(directory: Path) -> tuple[Path, Path]:
+    """A self-signed serving certificate for 127.0.0.1 as tls.crt/tls.key."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def _wait_tls_up(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=2, context=context):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"webhooks over TLS did not come up:\n{log.read_text()}") from None
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def serve_webhooks_tls(tmp_path: Path, workers: int = 2, **env: str) -> Iterator[tuple[Server, Path]]:
+    """gunicorn serving the webhooks over TLS with a fresh certificate; yields the server and the cert."""
+    cert, key = make_cert(tmp_path / "certs")
+    port, metrics_port = free_ports(2)
+    log = tmp_path / f"webhooks-tls-{port}.log"
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINOP_")}
+    full_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    full_env |= {
+        "PYTHONPATH": str(REPO),
+        "TRAINOP_WEBHOOK_BIND": f"127.0.0.1:{port}",
+        "TRAINOP_WEBHOOK_METRICS_BIND": f"127.0.0.1:{metrics_port}",
+        "TRAINOP_WEBHOOK_WORKERS": str(workers),
+        "TRAINOP_TLS_CERT_FILE": str(cert),
+        "TRAINOP_TLS_KEY_FILE": str(key),
+        **env,
+    }
+    argv = [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", "webhooks.app:app"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+    server = Server(proc, port, metrics_port, log, workers)
+    try:
+        _wait_tls_up(port, proc, log)
+        _wait_up(f"http://127.0.0.1:{metrics_port}/metrics", proc, log)
+        server.wait_booted(workers)
+        yield server, cert
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def slow_connections(port: int, count: int) -> Iterator[list[socket.socket]]:
+    """`count` loopback connections to `port` that each send one byte and then nothing; closed at the end."""
+    opened: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(SLOW_BYTE)
+            opened.append(sock)
+        yield opened
+    finally:
+        for sock in opened:
+            sock.close()
+
+
+def closed_by_server(sock: socket.socket, timeout: float) -> bool:
+    """Whether the server closes `sock` (end of stream or reset) within `timeout` seconds."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass  # a refusal (431, 400) before the close is still a close
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def threads(pid: int) -> int:
+    """The number of threads of process `pid`, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Threads line for pid {pid}")

@@ -5,6 +5,12 @@ mode has every worker write its values to memory-mapped files in PROMETHEUS_MULT
 master serves their sum on a port of its own (never the app port: a scrape must not queue behind
 sync calls, and the webhook port speaks TLS to the apiserver only).
 
+The master serves them itself, from one thread (`MetricsServer`): a metrics port is open to more clients
+than the app ports, and prometheus_client's own server starts a thread per connection and waits for its
+request without a deadline, so 1,000 connections that send one byte held 1,000 threads of the master until
+the client let go. Here a connection costs a file descriptor and a buffer until its deadline, and there are
+at most `max_connections` (docs/limits-connections.md).
+
 The gunicorn config modules wire the four server hooks below. Order matters: the directory must be in
 the environment before anything imports prometheus_client (the value class is chosen at import), so
 this module imports it only inside the functions that gunicorn calls once the variable is set.
@@ -12,12 +18,22 @@ this module imports it only inside the functions that gunicorn calls once the va
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
+import io
 import logging
 import os
+import selectors
 import shutil
+import socket
 import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # Set while this process created the directory itself, so only that one is removed at exit.
@@ -55,18 +71,208 @@ def prepare_directory(server_name: str) -> Path:
     return path
 
 
-def serve(bind: str) -> Any:
+@dataclass(frozen=True)
+class MetricsLimits:
+    """Deadline and connection cap of a metrics port (docs/limits-connections.md)."""
+
+    # From the accept to the last byte of the answer: a scrape sends a few hundred bytes and reads the text.
+    timeout_seconds: float = 10.0
+    max_connections: int = 64
+    max_request_bytes: int = 16 * 1024
+
+    @classmethod
+    def from_env(cls, prefix: str, environ: dict[str, str] | None = None) -> MetricsLimits:
+        """`<prefix>_METRICS_TIMEOUT` (seconds) and `<prefix>_METRICS_MAX_CONNECTIONS`."""
+        env = os.environ if environ is None else environ
+        default = cls()
+        timeout_name, cap_name = f"{prefix}_METRICS_TIMEOUT", f"{prefix}_METRICS_MAX_CONNECTIONS"
+        timeout = default.timeout_seconds
+        if raw := env.get(timeout_name, ""):
+            try:
+                timeout = float(raw)
+            except ValueError:
+                timeout = -1.0
+            if not 0 < timeout <= 3600:
+                raise ValueError(f"{timeout_name} must be seconds above 0 and at most 3600, got {raw!r}")
+        cap = default.max_connections
+        if raw := env.get(cap_name, ""):
+            if not raw.isdigit() or int(raw) < 1:
+                raise ValueError(f"{cap_name} must be a positive integer, got {raw!r}")
+            cap = int(raw)
+        return cls(timeout_seconds=timeout, max_connections=cap)
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+_HEAD_END = b"\r\n\r\n"
+_TOO_LARGE = b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n\r\n"
+_BAD_REQUEST = b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
+
+
+class _Client:
+    __slots__ = ("deadline", "inbox", "outbox", "sock")
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.deadline = deadline
+        self.inbox = bytearray()
+        self.outbox: memoryview | None = None  # the answer, once the request is in
+
+
+class MetricsServer:
+    """HTTP/1.0 for a WSGI app from one thread: every connection has a deadline, and there are few of them.
+
+    Each connection sends one request and gets one answer, then is closed (as prometheus_client's server
+    does). The app runs in the server thread: a scrape is the only request, and it is quick.
+    """
+
+    TICK_SECONDS = 0.25
+
+    def __init__(self, address: tuple[str, int], app: WsgiApp, limits: MetricsLimits) -> None:
+        host, port = address
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.socket(family, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._listener.bind((host, port))
+            self._listener.listen(128)
+        except OSError:
+            self._listener.close()
+            raise
+        self._listener.setblocking(False)
+        self.server_address = self._listener.getsockname()[:2]
+        self._app = app
+        self._limits = limits
+        self._clients: dict[socket.socket, _Client] = {}  # insertion order: the oldest first
+        self._selector = selectors.DefaultSelector()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metrics-server", daemon=True)
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=5)
+
+    @property
+    def connections(self) -> int:
+        return len(self._clients)
+
+    def _run(self) -> None:
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        try:
+            while not self._stopping.is_set():
+                for key, events in self._selector.select(self.TICK_SECONDS):
+                    if key.fileobj is self._listener:
+                        self._accept()
+                    else:
+                        self._serve(key.data, events)
+                self._expire(time.monotonic())
+        finally:
+            for client in list(self._clients.values()):
+                self._close(client)
+            self._selector.close()
+            self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _addr = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. out of file descriptors: the others are still served
+                log.warning("metrics server cannot accept: %s", exc)
+                return
+            if len(self._clients) >= self._limits.max_connections:
+                self._close(next(iter(self._clients.values())))  # the oldest makes room
+            sock.setblocking(False)
+            client = _Client(sock, time.monotonic() + self._limits.timeout_seconds)
+            self._clients[sock] = client
+            self._selector.register(sock, selectors.EVENT_READ, client)
+
+    def _serve(self, client: _Client, events: int) -> None:
+        try:
+            if client.outbox is None and events & selectors.EVENT_READ:
+                data = client.sock.recv(4096)
+                if not data:
+                    self._close(client)
+                    return
+                client.inbox += data
+                answer = self._answer(client.inbox)
+                if answer is None:
+                    return
+                client.outbox = memoryview(answer)
+                self._selector.modify(client.sock, selectors.EVENT_WRITE, client)
+            if client.outbox is not None:
+                sent = client.sock.send(client.outbox)
+                client.outbox = client.outbox[sent:]
+                if not client.outbox:
+                    self._close(client)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(client)
+
+    def _answer(self, inbox: bytearray) -> bytes | None:
+        end = inbox.find(_HEAD_END)
+        if end > self._limits.max_request_bytes or (end < 0 and len(inbox) > self._limits.max_request_bytes):
+            return _TOO_LARGE
+        if end < 0:
+            return None
+        lines = bytes(inbox[:end]).decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return _BAD_REQUEST
+        method, target, _version = parts
+        path, _, query = target.partition("?")
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": method,
+            "PATH_INFO": unquote(path, "latin-1"),
+            "QUERY_STRING": query,
+            "SERVER_PROTOCOL": "HTTP/1.0",
+            "wsgi.input": io.BytesIO(),
+        }
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                environ["HTTP_" + name.strip().upper().replace("-", "_")] = value.strip()
+        started: list[Any] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], _exc_info: Any = None) -> None:
+            started[:] = [status, headers]
+
+        body = b"".join(self._app(environ, start_response))
+        status, headers = started
+        head = [f"HTTP/1.0 {status}", f"Date: {email.utils.formatdate(usegmt=True)}"]
+        head += [f"{name}: {value}" for name, value in headers]
+        head += [f"Content-Length: {len(body)}", "Connection: close"]
+        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (b"" if method == "HEAD" else body)
+
+    def _expire(self, now: float) -> None:
+        for client in [c for c in self._clients.values() if c.deadline <= now]:
+            self._close(client)
+
+    def _close(self, client: _Client) -> None:
+        if self._clients.pop(client.sock, None) is None:
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(client.sock)
+        client.sock.close()
+
+
+def serve(bind: str, limits: MetricsLimits | None = None) -> MetricsServer | None:
     """Serve the summed metrics on `bind` from a thread of this (master) process; None when disabled."""
     address = parse_bind(bind)
     if address is None:
         return None
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry, make_wsgi_app
     from prometheus_client.multiprocess import MultiProcessCollector
 
     registry = CollectorRegistry()
     MultiProcessCollector(registry)
+    server = MetricsServer(address, make_wsgi_app(registry), limits or MetricsLimits()).start()
     host, port = address
-    server, _thread = start_http_server(port, host, registry=registry)
     log.info("serving Prometheus metrics on http://%s:%d/metrics", host, port)
     return server
 
@@ -89,9 +295,10 @@ def cleanup() -> None:
 class GunicornHooks:
     """The gunicorn server hooks of one server; assign its methods in a gunicorn config module."""
 
-    def __init__(self, server_name: str, bind: str) -> None:
+    def __init__(self, server_name: str, bind: str, limits: MetricsLimits | None = None) -> None:
         self.server_name = server_name
         self.bind = bind
+        self.limits = limits or MetricsLimits()
         parse_bind(bind)  # a bad address fails when gunicorn reads its config, not at the first scrape
 
     def on_starting(self, _server: Any) -> None:
@@ -99,7 +306,7 @@ class GunicornHooks:
 
     def when_ready(self, server: Any) -> None:
         try:
-            serve(self.bind)
+            serve(self.bind, self.limits)
         except OSError as exc:
             # The servers' real work goes on without metrics; the error says which port was taken.
             server.log.error("metrics server on %s did not start: %s", self.bind, exc)

@@ -12,6 +12,9 @@ Environment:
   TRAINOP_WEBHOOK_MAX_BODY_BYTES  request body limit, read by webhooks.app (default 8 MiB)
   TRAINOP_WEBHOOK_METRICS_BIND    Prometheus metrics of all workers, plain HTTP, served by the master
                                   (default 0.0.0.0:8082; "" turns them off), see trainop.metrics
+  TRAINOP_WEBHOOK_{HANDSHAKE,HEADER,BODY,RESPONSE}_TIMEOUT, TRAINOP_WEBHOOK_MAX_CONNECTIONS,
+  TRAINOP_WEBHOOK_METRICS_TIMEOUT, TRAINOP_WEBHOOK_METRICS_MAX_CONNECTIONS
+                            per-connection deadlines and connection caps: docs/limits-connections.md
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from trainop.metrics import GunicornHooks
+from trainop.metrics import GunicornHooks, MetricsLimits
+from trainop.serving import Deadlines, deadline_worker
 from webhooks import selfcert
 from webhooks.tls import CertReloader
 
@@ -43,10 +47,15 @@ bind = [os.environ.get("TRAINOP_WEBHOOK_BIND") or "0.0.0.0:9443"]
 # its own whose TLS handshake and body read hold a thread; with 4 threads per worker, 45 jobs created at
 # once (tests/differential) saw 25 denied by the apiserver's 10 s webhook timeout, with 32 none. gthread
 # is also the worker that supports keep-alive, which the apiserver relies on: a fresh TLS handshake per
-# call triples the cost.
-worker_class = "gthread"
+# call triples the cost. Ours is gthread except that the TLS handshake and the request are read in the
+# worker's event loop under deadlines, and a connection gets a thread only once its request has arrived:
+# the port is open to every pod, and 200 connections that sent one byte each held all 32 threads.
+worker_class = deadline_worker(Deadlines.from_env("TRAINOP_WEBHOOK"))
 workers = _int_env("TRAINOP_WEBHOOK_WORKERS", 2)
 threads = _int_env("TRAINOP_WEBHOOK_THREADS", 16)
+# Open connections per worker process; at the cap the oldest unfinished request (else the oldest idle
+# connection) is closed for each new one.
+worker_connections = _int_env("TRAINOP_WEBHOOK_MAX_CONNECTIONS", 1000)
 # Longer than the apiserver's idle-connection timeout (Go's http.Transport default, 90 s), so the client
 # always closes an idle connection first and never sends a request into one the server is closing.
 keepalive = 120
@@ -111,7 +120,11 @@ def ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLCo
     return _certs.context(default_ssl_context_factory)
 
 
-_metrics = GunicornHooks("webhooks", os.environ.get("TRAINOP_WEBHOOK_METRICS_BIND", "0.0.0.0:8082"))
+_metrics = GunicornHooks(
+    "webhooks",
+    os.environ.get("TRAINOP_WEBHOOK_METRICS_BIND", "0.0.0.0:8082"),
+    MetricsLimits.from_env("TRAINOP_WEBHOOK"),
+)
 when_ready = _metrics.when_ready
 child_exit = _metrics.child_exit
 
