@@ -53,8 +53,10 @@ def parse(body: Any) -> HookRequest:
         for name, obj in group.items():
             if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
                 raise BadRequest(f"children[{key!r}][{name!r}] must be a Kubernetes object with metadata")
-            if not isinstance(obj["metadata"].get("name"), str):
-                raise BadRequest(f"children[{key!r}][{name!r}].metadata.name must be a string")
+            # The apiserver names every object; an unnamed child cannot be returned as desired.
+            child_name = obj["metadata"].get("name")
+            if not isinstance(child_name, str) or not child_name:
+                raise BadRequest(f"children[{key!r}][{name!r}].metadata.name must be a non-empty string")
             problem = _child_shape_problem(obj)
             if problem:
                 raise BadRequest(f"children[{key!r}][{name!r}].{problem}")

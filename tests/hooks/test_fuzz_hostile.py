@@ -181,6 +181,20 @@ def test_a_child_whose_kind_is_not_a_string_is_a_400() -> None:
     }
 
 
+def test_a_child_without_a_name_is_a_400() -> None:
+    """Found by the volume fuzz through gunicorn: a finished job returned an unnamed observed pod as
+    desired, and deriving its events failed on the missing name (a 500)."""
+    body = SEEDS[2]
+    key, child = next(iter(body["children"]["Pod.v1"].items()))
+    unnamed = {**child, "metadata": {**child["metadata"], "name": ""}}
+    hostile = {**body, "children": {"Pod.v1": {key: unnamed}}}
+    response = CLIENTS[0].post("/sync", data=encode(hostile), content_type="application/json")
+    assert response.status_code == 400
+    assert response.get_json() == {
+        "error": f"children['Pod.v1'][{key!r}].metadata.name must be a non-empty string"
+    }
+
+
 def test_a_parent_nested_deeper_than_any_job_is_a_400() -> None:
     """Found by the suite above: 600 nested lists under the job overflowed Python's recursion limit."""
     body = {**SEEDS[0], "parent": {**SEEDS[0]["parent"], "extra": Raw("[" * 600 + "]" * 600)}}
