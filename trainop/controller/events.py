@@ -19,10 +19,9 @@ from trainop.frameworks.base import Framework
 from trainop.job.conditions import find, finished
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, WARNING, Event
-from trainop.job.observed import SERVICE, ObservedPod
+from trainop.job.observed import SERVICE, Children, ObservedPod
 
 Json = dict[str, Any]
-Children = Mapping[str, Mapping[str, Json]]
 
 
 @dataclass(frozen=True)

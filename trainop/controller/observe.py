@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,11 +10,10 @@ from trainop.api.times import timestamp
 from trainop.frameworks import framework
 from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
-from trainop.job.observed import ObservedPod, pods_of
+from trainop.job.observed import Children, ObservedPod, pods_of
 from trainop.job.settings import Settings
 
 Json = dict[str, Any]
-Children = Mapping[str, Mapping[str, Json]]
 
 
 @dataclass(frozen=True)

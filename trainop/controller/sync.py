@@ -7,7 +7,6 @@ resync of an unchanged job returns byte-identical output and Metacontroller writ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,10 +20,10 @@ from trainop.controller.decide import decide, decide_invalid
 from trainop.controller.desire import desire, desire_invalid
 from trainop.controller.observe import observe, previous_status
 from trainop.job.event import Event
+from trainop.job.observed import Children
 from trainop.job.settings import Settings
 
 Json = dict[str, Any]
-Children = Mapping[str, Mapping[str, Json]]
 
 
 @dataclass(frozen=True)

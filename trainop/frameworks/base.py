@@ -7,7 +7,7 @@ success rule, and the places where Kubeflow's controller for that kind records o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from trainop.api.kinds import KindInfo
 from trainop.api.models import Model
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, Event
-from trainop.job.observed import ObservedPod
+from trainop.job.observed import Children, ObservedPod
 
 Json = dict[str, Any]
 
@@ -33,9 +33,6 @@ class Counts:
     active: int = 0
     succeeded: int = 0
     failed: int = 0
-
-
-Children = Mapping[str, Mapping[str, Json]]
 
 
 class Framework:
@@ -79,7 +76,7 @@ class Framework:
     def decorate_pod(self, ctx: JobContext, rtype: str, index: int, pod: Json) -> None:
         return None
 
-    def waits_for(self, ctx: JobContext, rtype: str, children: Mapping[str, Mapping[str, Json]]) -> bool:
+    def waits_for(self, ctx: JobContext, rtype: str, children: Children) -> bool:
         """A pod of this type must not be created yet: something it needs does not exist."""
         return False
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import MappingProxyType
 
 from pydantic import Field
@@ -13,10 +13,10 @@ from trainop.api import constants as c
 from trainop.api.checks import Result, check_enum
 from trainop.api.kinds import ChildType, KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
-from trainop.frameworks.base import Children, Framework, Json, env
+from trainop.frameworks.base import Framework, Json, env
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, WARNING, Event
-from trainop.job.observed import ObservedPod, objects
+from trainop.job.observed import Children, ObservedPod, objects
 
 MPIJOB = KindInfo(
     kind="MPIJob",
@@ -280,7 +280,7 @@ class MPI(Framework):
             )
             first.setdefault("volumeMounts", []).append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR})
 
-    def waits_for(self, ctx: JobContext, rtype: str, children: Mapping[str, Mapping[str, Json]]) -> bool:
+    def waits_for(self, ctx: JobContext, rtype: str, children: Children) -> bool:
         # Metacontroller creates the children of one sync in no useful order (Pod sorts before
         # ServiceAccount), and the apiserver refuses a pod whose ServiceAccount does not exist yet.
         if rtype != "Launcher":

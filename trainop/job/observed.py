@@ -12,9 +12,11 @@ Json = dict[str, Any]
 
 POD = "Pod.v1"
 SERVICE = "Service.v1"
+# What Metacontroller observed: child type key (`<Kind>.<apiVersion>`) -> name -> object.
+Children = Mapping[str, Mapping[str, Json]]
 
 
-def objects(children: Mapping[str, Mapping[str, Json]], key: str) -> list[Json]:
+def objects(children: Children, key: str) -> list[Json]:
     """The observed objects of one child type, sorted by name (v1 `name` and v2 `ns/name` keys alike)."""
     group = children.get(key) or {}
     return sorted(group.values(), key=lambda o: str(o.get("metadata", {}).get("name", "")))
@@ -72,7 +74,7 @@ class ObservedPod:
         return None
 
 
-def pods_of(children: Mapping[str, Mapping[str, Json]], job_uid: str) -> list[ObservedPod]:
+def pods_of(children: Children, job_uid: str) -> list[ObservedPod]:
     """Pods this job controls; Metacontroller already filters, `trainop run` and tests may not."""
     return [ObservedPod(o) for o in objects(children, POD) if _controlled_by(o, job_uid)]
 
