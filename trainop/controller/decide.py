@@ -82,10 +82,10 @@ def decide(obs: Observation) -> Decision:
     return _active(obs, conditions)
 
 
-def decide_invalid(obs_kind: str, previous: Json, message: str, stamp: str) -> Decision:
+def decide_invalid(kind: str, previous: Json, message: str, stamp: str) -> Decision:
     """A job that bypassed validation: Failed with the webhook's message, its completion time kept."""
     before = list(previous.get("conditions") or [])
-    reason = f"{obs_kind}FailedValidation"
+    reason = f"{kind}FailedValidation"
     conditions = set_condition(before, c.FAILED, "True", reason, message, stamp)
     status = {**previous, "conditions": conditions}
     status.setdefault("completionTime", stamp)
@@ -167,7 +167,6 @@ def _active(obs: Observation, conditions: list[Json]) -> Decision:
         restarting=failed.restarting,
         dropped=failed.dropped,
         exit_code_failures=exit_code_failures,
-        failure=failure,
         resync_after_seconds=round(min(resync), 3) if resync else None,
     )
 
