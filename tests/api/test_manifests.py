@@ -473,6 +473,19 @@ def test_chart_options(helm: tuple[str, Path]) -> None:
     assert tls["secret"]["secretName"] == manifests.WEBHOOK_CERT
 
 
+@pytest.mark.parametrize("setting", ["kubernetes", "Kubernetes"])
+def test_chart_with_kube_schedulers_gang_lists_its_pod_group_child(
+    helm: tuple[str, Path], setting: str
+) -> None:
+    rendered = render(helm, f"gangScheduler={setting}")
+    for cc in find(rendered, "CompositeController"):
+        assert cc["spec"]["childResources"][-1] == {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "resource": "podgroups",
+            "updateStrategy": {"method": "OnDelete"},
+        }
+
+
 def test_chart_names_the_certificate_after_the_release(helm: tuple[str, Path]) -> None:
     """Self mode under other names: env, RBAC and the development URL's host in the certificate agree."""
     rendered = render(helm, "fullnameOverride=ops", "development.webhooksURL=https://127.0.0.1:9443/")

@@ -221,8 +221,14 @@ class ControlPlane:
         *,
         kwok_stages: Path = KWOK_STAGES,
         kubectl_bin: str | None = None,
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Sequence[str] = (),
     ) -> None:
         self.bin_dir = bin_dir.resolve()
+        # Alpha features (e.g. kube-scheduler's gang scheduling) for apiserver, KCM and scheduler alike;
+        # `runtime_config` serves the alpha API groups they need.
+        self.feature_gates = dict(feature_gates or {})
+        self.runtime_config = list(runtime_config)
         self.work_dir = work_dir.resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.pki = self.work_dir / "pki"
@@ -484,6 +490,12 @@ class ControlPlane:
         self.timings["etcd_ready"] = time.monotonic() - self._t0
         return proc
 
+    def _gate_args(self) -> list[str]:
+        if not self.feature_gates:
+            return []
+        gates = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(self.feature_gates.items()))
+        return [f"--feature-gates={gates}"]
+
     def start_apiserver(self, timeout: float = 120.0, extra_args: Sequence[str] = ()) -> ManagedProcess:
         pki = self.pki
         proc = self.start_process("kube-apiserver", [
@@ -501,6 +513,8 @@ class ControlPlane:
             # Loopback endpoints for the kubernetes Service fail validation and log errors forever.
             "--endpoint-reconciler-type=none",
             "--allow-privileged=true", "--profiling=false", "--v=1",
+            *self._gate_args(),
+            *([f"--runtime-config={','.join(self.runtime_config)}"] if self.runtime_config else []),
             *self.apiserver_args, *extra_args,
         ])  # fmt: skip
         self.write_kubeconfig()
@@ -519,7 +533,7 @@ class ControlPlane:
             f"--service-account-private-key-file={self.pki / 'sa.key'}",
             f"--root-ca-file={self.pki / 'ca.crt'}",
             "--use-service-account-credentials=false",
-            "--controllers=*", "--v=1",
+            "--controllers=*", "--v=1", *self._gate_args(),
         ])  # fmt: skip
         self.wait_http(
             "kube-controller-manager /healthz",
@@ -547,6 +561,7 @@ class ControlPlane:
             self._bin("kube-scheduler"), f"--config={cfg}",
             f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
             "--bind-address=127.0.0.1", f"--secure-port={self.scheduler_port}", "--v=1",
+            *self._gate_args(),
         ])  # fmt: skip
         self.wait_http(
             "kube-scheduler /healthz",

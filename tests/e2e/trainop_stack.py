@@ -28,7 +28,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,6 +44,8 @@ from controlplane import (
     missing_binaries,
     tail,
 )
+
+from trainop.install.manifests import podgroup_child
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -239,8 +241,18 @@ class TrainopStack:
         metacontroller_args: Sequence[str] = (),
         hook_workers: int = 2,
         resync_period_seconds: int | None = None,
+        gang_scheduler: str = "",
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Sequence[str] = (),
     ) -> None:
-        self.cp = ControlPlane(bin_dir or default_bin_dir(), work_dir)
+        self.cp = ControlPlane(
+            bin_dir or default_bin_dir(),
+            work_dir,
+            feature_gates=feature_gates,
+            runtime_config=runtime_config,
+        )
+        # The hook's TRAINOP_GANG_SCHEDULER; the controllers then list its PodGroup child, as the chart does.
+        self.gang_scheduler = gang_scheduler
         self.work_dir = self.cp.work_dir
         self.webhook_port, self.hook_port, self.webhook_metrics_port, self.hook_metrics_port = free_ports(4)
         self.metacontroller_args = list(metacontroller_args)
@@ -314,6 +326,7 @@ class TrainopStack:
             "TRAINOP_HOOK_WORKERS": str(self.hook_workers),
             "TRAINOP_KUBECONFIG": str(self.cp.kubeconfig),
             "TRAINOP_HOOK_METRICS_BIND": f"127.0.0.1:{self.hook_metrics_port}",
+            "TRAINOP_GANG_SCHEDULER": self.gang_scheduler,
         }
         argv = [sys.executable, "-m", "gunicorn", "-c", "python:hooks.gunicorn_conf", "hooks.app:app"]
         return self.cp.start_process("hooks", argv, env=env, cwd=REPO)
@@ -368,6 +381,10 @@ class TrainopStack:
 
     def register_controllers(self, timeout: float = 60.0) -> None:
         ccs = composite_controllers(f"http://127.0.0.1:{self.hook_port}", self.resync_override)
+        group = podgroup_child(self.gang_scheduler)
+        if group is not None:
+            for cc in ccs:
+                cc["spec"]["childResources"].append(group.rule())
         self.cp.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": ccs}))
         self.controllers = [c["metadata"]["name"] for c in ccs]
         self.resync_period_seconds = max(int(c["spec"]["resyncPeriodSeconds"]) for c in ccs)

@@ -37,6 +37,7 @@ CHILD_TYPES = (
     "HorizontalPodAutoscaler.autoscaling/v2",
     "PodGroup.scheduling.volcano.sh/v1beta1",
     "PodGroup.scheduling.x-k8s.io/v1alpha1",
+    "PodGroup.scheduling.k8s.io/v1alpha2",
 )
 
 

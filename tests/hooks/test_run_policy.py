@@ -325,6 +325,7 @@ class TestManagedBy:
 # ---- gang scheduling ---------------------------------------------------------------------------
 VOLCANO = Settings(gang_scheduler="volcano")
 PLUGINS = Settings(gang_scheduler="scheduler-plugins-scheduler")
+KUBERNETES = Settings(gang_scheduler="kubernetes")
 
 
 def gang_job(**policy) -> dict:
@@ -445,6 +446,47 @@ class TestSchedulerPlugins:
         assert pods["j-worker-0"]["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
         assert pods["j-worker-0"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "j"
         assert "annotations" not in pods["j-worker-0"]["metadata"]
+
+
+class TestKubeScheduler:
+    def test_pod_group_is_kube_schedulers_own_with_a_gang_of_every_replica(self):
+        result = Cluster(gang_job(), KUBERNETES).sync()
+        assert by_name(result.children, "PodGroup")["j"] == {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "j", "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+        }
+
+    def test_min_available_sets_the_gang_size(self):
+        result = Cluster(gang_job(minAvailable=2), KUBERNETES).sync()
+        spec = by_name(result.children, "PodGroup")["j"]["spec"]
+        assert spec == {"schedulingPolicy": {"gang": {"minCount": 2}}}
+
+    def test_pods_name_the_group_and_keep_their_scheduler(self):
+        result = Cluster(gang_job(), KUBERNETES).sync()
+        pods = by_name(result.children, "Pod")
+        assert sorted(pods) == ["j-master-0", "j-worker-0", "j-worker-1"]
+        for pod in pods.values():
+            assert pod["spec"]["schedulingGroup"] == {"podGroupName": "j"}
+            assert "schedulerName" not in pod["spec"]
+            assert "scheduling.x-k8s.io/pod-group" not in pod["metadata"]["labels"]
+            assert "annotations" not in pod["metadata"]
+
+    def test_pods_are_never_held(self):
+        result = Cluster(gang_job(), KUBERNETES).sync()
+        assert names(result.children, "Service") == ["j-master-0", "j-worker-0", "j-worker-1"]
+
+    def test_the_setting_is_case_insensitive_like_volcano(self):
+        result = Cluster(gang_job(), Settings(gang_scheduler="Kubernetes")).sync()
+        assert by_name(result.children, "PodGroup")["j"]["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+
+    def test_pod_group_is_deleted_when_the_job_finishes(self):
+        cluster = Cluster(gang_job(), KUBERNETES)
+        cluster.sync()
+        cluster.run()
+        cluster.succeed("j-master-0")
+        assert names(cluster.sync().children, "PodGroup") == []
 
 
 # ---- elastic PyTorch HPA -----------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""Gang scheduling: a PodGroup per job for Volcano or scheduler-plugins, and what it does to pods."""
+"""Gang scheduling: a PodGroup per job for Volcano, scheduler-plugins or kube-scheduler itself.
+
+The setting (trainop.job.settings) names the scheduler: "volcano", "kubernetes" (kube-scheduler's own
+workload-aware scheduling, docs/gang-scheduling.md), or else the scheduler name of scheduler-plugins'
+coscheduling, as Kubeflow's `--gang-scheduler-name` does.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +17,29 @@ from trainop.job.context import JobContext
 Json = dict[str, Any]
 
 VOLCANO = "volcano"
+KUBERNETES = "kubernetes"
+PLUGINS = "scheduler-plugins"
 VOLCANO_KEY = "PodGroup.scheduling.volcano.sh/v1beta1"
 PLUGINS_KEY = "PodGroup.scheduling.x-k8s.io/v1alpha1"
+KUBERNETES_API = "scheduling.k8s.io/v1alpha2"
+KUBERNETES_KEY = f"PodGroup.{KUBERNETES_API}"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_TASK_ANNOTATION = "volcano.sh/task-spec"
 PLUGINS_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
+def family(scheduler: str) -> str:
+    """Which PodGroup API a gang scheduler setting means: VOLCANO, KUBERNETES or PLUGINS."""
+    lowered = scheduler.lower()
+    return lowered if lowered in (VOLCANO, KUBERNETES) else PLUGINS
+
+
 def is_volcano(scheduler: str) -> bool:
-    return scheduler.lower() == VOLCANO
+    return family(scheduler) == VOLCANO
 
 
 def child_key(scheduler: str) -> str:
-    return VOLCANO_KEY if is_volcano(scheduler) else PLUGINS_KEY
+    return {VOLCANO: VOLCANO_KEY, KUBERNETES: KUBERNETES_KEY, PLUGINS: PLUGINS_KEY}[family(scheduler)]
 
 
 def _policy(ctx: JobContext) -> Json:
@@ -60,6 +75,8 @@ def min_resources(ctx: JobContext) -> dict[str, str]:
 
 def pod_group(ctx: JobContext, observed: Json | None) -> Json:
     scheduler = ctx.settings.gang_scheduler
+    if family(scheduler) == KUBERNETES:
+        return _kubernetes_pod_group(ctx)
     policy = _policy(ctx)
     metadata: Json = {"name": ctx.name, "namespace": ctx.namespace}
     annotations = ctx.job["metadata"].get("annotations")
@@ -83,6 +100,20 @@ def pod_group(ctx: JobContext, observed: Json | None) -> Json:
     return {"apiVersion": api_version, "kind": "PodGroup", "metadata": metadata, "spec": spec}
 
 
+def _kubernetes_pod_group(ctx: JobContext) -> Json:
+    """kube-scheduler's own PodGroup: binds none of the job's pods until `minCount` of them fit.
+
+    Its spec is immutable (docs/gang-scheduling.md), so it carries only what the job fixes at creation:
+    no copy of the job's annotations, no resources (kube-scheduler checks each pod's own requests).
+    """
+    return {
+        "apiVersion": KUBERNETES_API,
+        "kind": "PodGroup",
+        "metadata": {"name": ctx.name, "namespace": ctx.namespace},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_member(ctx)}}},
+    }
+
+
 def holds_pods(ctx: JobContext, observed: Json | None) -> bool:
     """Volcano admits a gang by moving its PodGroup out of Pending; until then no pods are created."""
     if not is_volcano(ctx.settings.gang_scheduler):
@@ -94,6 +125,10 @@ def holds_pods(ctx: JobContext, observed: Json | None) -> bool:
 def decorate_pod(ctx: JobContext, rtype: str, pod: Json) -> None:
     scheduler = ctx.settings.gang_scheduler
     spec = pod["spec"]
+    if family(scheduler) == KUBERNETES:
+        # The pod's own scheduler (default-scheduler unless the template names another) does the gang.
+        spec["schedulingGroup"] = {"podGroupName": ctx.name}
+        return
     if not spec.get("schedulerName"):
         spec["schedulerName"] = VOLCANO if is_volcano(scheduler) else scheduler
     meta = pod["metadata"]
