@@ -581,7 +581,13 @@ class ControlPlane:
         ])  # fmt: skip
         return proc
 
-    def create_node(self, name: str = NODE_NAME, timeout: float = 60.0, pods: int = 250) -> None:
+    def create_node(
+        self,
+        name: str = NODE_NAME,
+        timeout: float = 60.0,
+        pods: int = 250,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         """A fake node with GPUs; kwok marks it Ready and KCM lifts the not-ready taint.
 
         ephemeral-storage must be declared: a node without it cannot fit any pod that requests some
@@ -604,6 +610,7 @@ class ControlPlane:
                     "kubernetes.io/hostname": name,
                     "kubernetes.io/os": "linux",
                     "kubernetes.io/arch": "amd64",
+                    **(labels or {}),
                 },
             },
             "status": {"capacity": resources, "allocatable": resources},
