@@ -15,6 +15,7 @@ from trainop.admission.validation import validate
 from trainop.api import constants as c
 from trainop.api.checks import Result
 from trainop.api.jsonpath import dig
+from trainop.extensions import apply_defaults as apply_extensions
 from trainop.frameworks import KINDS
 
 Json = dict[str, Any]
@@ -28,9 +29,10 @@ def managed_elsewhere(job: Json) -> bool:
 
 
 def defaulted(job: Json) -> Json:
-    """The job with every default filled in; a job of a kind we do not serve is left for validation."""
+    """The job with every default filled in, then what its `trainop.dev/` annotations resolve to; a job
+    of a kind we do not serve is left for validation."""
     kind = job.get("kind")
-    return apply_defaults(job) if isinstance(kind, str) and kind in KINDS else job
+    return apply_extensions(apply_defaults(job)) if isinstance(kind, str) and kind in KINDS else job
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from trainop.api import constants as c
 from trainop.api.checks import Result, check_enum, check_non_negative, quote_all
 from trainop.api.jsonpath import dig
 from trainop.api.kinds import KindInfo
+from trainop.extensions import ours
+from trainop.extensions import validate as validate_extensions
 from trainop.frameworks import FRAMEWORKS, KINDS
 from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
@@ -50,9 +52,15 @@ SERVICE_BYTES = 700
 def validate(job: Json, old: Json | None = None) -> Result:
     """Validate `job` (CREATE), or the transition `old` -> `job` (UPDATE)."""
     result = Result()
-    if old is not None and dig(old, "spec") == dig(job, "spec") and old.get("kind") == job.get("kind"):
+    if (
+        old is not None
+        and dig(old, "spec") == dig(job, "spec")
+        and old.get("kind") == job.get("kind")
+        and ours(old) == ours(job)
+    ):
         # Metadata-only updates (labels, finalizers, deletion) must pass even for a job that was
-        # admitted before the webhook existed and would fail validation today.
+        # admitted before the webhook existed and would fail validation today. Our annotations are
+        # not metadata to us: a changed one is checked like a changed spec.
         return result
     kind = job.get("kind")
     fw = FRAMEWORKS.get(kind) if isinstance(kind, str) else None
@@ -80,6 +88,7 @@ def validate(job: Json, old: Json | None = None) -> Result:
     if isinstance(run_policy, dict):
         _check_run_policy(run_policy, result)
     fw.check_spec(spec, result)
+    validate_extensions(job, result)
     if old is not None:
         _check_update(info, old, job, result)
     if result.ok:

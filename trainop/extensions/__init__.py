@@ -1,0 +1,93 @@
+"""The one registry of our extensions: every annotation under `trainop.dev/` that a job may carry.
+
+Admission (trainop.admission.admit) applies `apply_defaults` after Kubeflow's defaults and `validate`
+after Kubeflow's checks, so the webhooks, every sync and `trainop run` resolve and check them the same
+way. An annotation under the prefix that no extension owns is refused with the list of known ones, so a
+misspelt key fails loudly instead of silently doing nothing. The README's annotation table is rendered
+from this registry (`python hack/annotations.py --write-readme`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from trainop.api.checks import Result
+from trainop.extensions.accelerators import Accelerators
+from trainop.extensions.base import PREFIX, AnnotationDoc, Extension, annotation_path
+
+Json = dict[str, Any]
+
+EXTENSIONS: Final[tuple[Extension, ...]] = (Accelerators(),)
+
+README_BEGIN: Final = (
+    "<!-- BEGIN annotations: generated from trainop.extensions (python hack/annotations.py) -->"
+)
+README_END: Final = "<!-- END annotations -->"
+
+
+def ours(job: Json) -> dict[str, Any]:
+    """The job's annotations under PREFIX, values as found (validation reports non-strings)."""
+    meta = job.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if not isinstance(annotations, dict):
+        return {}
+    return {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(PREFIX)}
+
+
+def _owned(ext: Extension, found: Mapping[str, Any]) -> dict[str, str]:
+    return {k: v for k, v in found.items() if isinstance(v, str) and ext.owns(k)}
+
+
+def apply_defaults(job: Json) -> Json:
+    """The job with every extension's annotations resolved into it; the very same object without any."""
+    found = ours(job)
+    if not found:
+        return job
+    for ext in EXTENSIONS:
+        values = _owned(ext, found)
+        if values:
+            job = ext.default(job, values)
+    return job
+
+
+def validate(job: Json, result: Result) -> None:
+    """Append every problem with the job's `trainop.dev/` annotations to `result`."""
+    found = ours(job)
+    for key, value in found.items():
+        if not any(ext.owns(key) for ext in EXTENSIONS):
+            result.error(
+                annotation_path(key),
+                f"Unsupported value: no trainop extension reads {key!r}; the known annotations are "
+                f"{', '.join(d.key for d in docs())} (see the README's annotation table)",
+            )
+        elif not isinstance(value, str):
+            result.error(annotation_path(key), f"Invalid value: {value!r}: annotation values are strings")
+    for ext in EXTENSIONS:
+        values = _owned(ext, found)
+        if values:
+            ext.validate(job, values, result)
+
+
+def docs() -> list[AnnotationDoc]:
+    return [doc for ext in EXTENSIONS for doc in ext.docs]
+
+
+def readme_table() -> str:
+    """The README block, markers included."""
+
+    def cell(text: str) -> str:
+        # `<` outside code spans would open an HTML tag; inside them an entity would show as written.
+        parts = " ".join(text.split()).replace("|", "\\|").split("`")
+        return "`".join(p if i % 2 else p.replace("<", "&lt;") for i, p in enumerate(parts))
+
+    lines = [
+        README_BEGIN,
+        "| Annotation | Value | What it does | Example |",
+        "| --- | --- | --- | --- |",
+    ]
+    for doc in docs():
+        example = doc.example.replace("|", "\\|")
+        lines.append(f"| `{doc.key}` | {cell(doc.value)} | {cell(doc.effect)} | `{example}` |")
+    lines.append(README_END)
+    return "\n".join(lines)
