@@ -1,0 +1,58 @@
+"""What one extension is: the annotations it owns, how it defaults a job from them, how it validates them.
+
+Our extensions never change the kubeflow.org/v1 schema. Each is a set of annotations under
+`trainop.dev/` on the job; defaulting writes what they resolve to into the job itself (so the mutating
+webhook's patch stores it and `kubectl get -o yaml` shows what will run), and validation reports a bad
+value with the annotation's path and how to fix it. A job without our annotations is never touched.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from trainop.api.checks import Result
+
+Json = dict[str, Any]
+
+PREFIX: Final = "trainop.dev/"
+
+
+def annotation_path(key: str) -> str:
+    """The field path of an annotation, as errors name it."""
+    return f"metadata.annotations[{key}]"
+
+
+@dataclass(frozen=True)
+class AnnotationDoc:
+    """One row of the README's annotation table."""
+
+    key: str  # the key, with <placeholders> for a family of keys
+    value: str  # the value's form
+    effect: str  # what defaulting writes into the job, or what the annotation does
+    example: str  # a complete `key: value` line
+
+
+class Extension(ABC):
+    """One feature carried by annotations. Subclasses are registered in trainop.extensions.EXTENSIONS."""
+
+    name: str
+    docs: tuple[AnnotationDoc, ...]
+
+    @abstractmethod
+    def owns(self, key: str) -> bool:
+        """Whether this extension reads the annotation `key` (a full key under PREFIX)."""
+
+    @abstractmethod
+    def default(self, job: Json, values: Mapping[str, str]) -> Json:
+        """The job with what `values` (this extension's annotations, all strings) resolve to written in.
+
+        Pure, idempotent, and copy-on-write like trainop.admission.defaults: copy only the objects on
+        the paths it changes. Leave anything it cannot resolve (a bad value, a conflicting field) as it
+        is, for `validate` to report."""
+
+    @abstractmethod
+    def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
+        """Report every problem with `values` on the defaulted `job`, naming the annotation or field."""
