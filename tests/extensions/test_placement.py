@@ -30,7 +30,9 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 def tfjob(annotations: dict[str, str] | None = None, **replicas: int) -> dict[str, Any]:
     counts = replicas or {"PS": 2, "Worker": 3}
-    out = job("TFJob", name="j", **{t: replica("TFJob", n, [container("tensorflow")]) for t, n in counts.items()})
+    out = job(
+        "TFJob", name="j", **{t: replica("TFJob", n, [container("tensorflow")]) for t, n in counts.items()}
+    )
     if annotations:
         out["metadata"]["annotations"] = dict(annotations)
     return out
@@ -63,13 +65,18 @@ class TestPolicies:
             (f"spread:{ZONE}", Policy("spread", ZONE, True)),
             ("pack:rack", Policy("pack", "rack", True)),
             (f"pack-preferred:{ZONE}", Policy("pack", ZONE, False)),
-            ("exclusive:cloud.google.com/gke-nodepool", Policy("exclusive", "cloud.google.com/gke-nodepool", True)),
+            (
+                "exclusive:cloud.google.com/gke-nodepool",
+                Policy("exclusive", "cloud.google.com/gke-nodepool", True),
+            ),
         ],
     )
     def test_a_value_names_mode_key_and_strength(self, value: str, policy: Policy) -> None:
         assert parse_policy(value) == policy
 
-    @pytest.mark.parametrize("value", ["Spread", "scatter", "pack", "exclusive", "spread:", "pack:-bad", "pack:a/b/c"])
+    @pytest.mark.parametrize(
+        "value", ["Spread", "scatter", "pack", "exclusive", "spread:", "pack:-bad", "pack:a/b/c"]
+    )
     def test_a_bad_value_says_what_is_allowed(self, value: str) -> None:
         problem = parse_policy(value)
         assert isinstance(problem, str)

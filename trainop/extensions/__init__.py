@@ -15,10 +15,11 @@ from typing import Any, Final
 from trainop.api.checks import Result
 from trainop.extensions.accelerators import Accelerators
 from trainop.extensions.base import PREFIX, AnnotationDoc, Extension, annotation_path
+from trainop.extensions.placement import Placement
 
 Json = dict[str, Any]
 
-EXTENSIONS: Final[tuple[Extension, ...]] = (Accelerators(),)
+EXTENSIONS: Final[tuple[Extension, ...]] = (Accelerators(), Placement())
 
 README_BEGIN: Final = (
     "<!-- BEGIN annotations: generated from trainop.extensions (python hack/annotations.py) -->"
@@ -39,14 +40,17 @@ def _owned(ext: Extension, found: Mapping[str, Any]) -> dict[str, str]:
     return {k: v for k, v in found.items() if isinstance(v, str) and ext.owns(k)}
 
 
+def _applies(ext: Extension, values: Mapping[str, str]) -> bool:
+    return bool(values) or ext.applies_without_annotations()
+
+
 def apply_defaults(job: Json) -> Json:
-    """The job with every extension's annotations resolved into it; the very same object without any."""
+    """The job with every extension's annotations resolved into it; the very same object when none
+    applies (no annotations of ours and no cluster default that adds some)."""
     found = ours(job)
-    if not found:
-        return job
     for ext in EXTENSIONS:
         values = _owned(ext, found)
-        if values:
+        if _applies(ext, values):
             job = ext.default(job, values)
     return job
 
@@ -65,7 +69,7 @@ def validate(job: Json, result: Result) -> None:
             result.error(annotation_path(key), f"Invalid value: {value!r}: annotation values are strings")
     for ext in EXTENSIONS:
         values = _owned(ext, found)
-        if values:
+        if _applies(ext, values):
             ext.validate(job, values, result)
 
 

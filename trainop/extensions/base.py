@@ -45,6 +45,11 @@ class Extension(ABC):
     def owns(self, key: str) -> bool:
         """Whether this extension reads the annotation `key` (a full key under PREFIX)."""
 
+    def applies_without_annotations(self) -> bool:
+        """Whether `default` and `validate` run on a job that has none of this extension's annotations
+        (a cluster default configured for every job). Off unless an extension has such a default."""
+        return False
+
     @abstractmethod
     def default(self, job: Json, values: Mapping[str, str]) -> Json:
         """The job with what `values` (this extension's annotations, all strings) resolve to written in.

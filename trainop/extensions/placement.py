@@ -73,7 +73,8 @@ def parse_policy(value: str) -> Policy | str:
         return f'Invalid value: "{value}": name a node label after ":", or leave the ":" out'
     if not key:
         if base != "spread":
-            return f'Invalid value: "{value}": {mode} needs a node label, e.g. "{mode}:topology.kubernetes.io/zone"'
+            example = f"{mode}:topology.kubernetes.io/zone"
+            return f'Invalid value: "{value}": {mode} needs a node label, e.g. "{example}"'
         key = HOSTNAME
     if len(key) > 316 or not LABEL_KEY.fullmatch(key) or len(key.rpartition("/")[2]) > 63:
         return (
@@ -132,8 +133,8 @@ def affinity_terms(policy: Policy) -> list[tuple[str, str, Json]]:
 
 def with_terms(template: Json, policy: Policy) -> Json:
     """The pod template with the policy's terms added to its affinity; unchanged if already there."""
-    spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
-    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
+    spec = _mapping(template.get("spec"))
+    affinity = _mapping(spec.get("affinity"))
     new_affinity = copy.deepcopy(affinity)
     changed = False
     for kind, strength, term in affinity_terms(policy):
@@ -227,10 +228,9 @@ class Placement(Extension):
                         f'Invalid value: "{rtype}" is not a replica type of this {info.kind} '
                         f"(it has {known}); name one of them after {ANNOTATION}.",
                     )
-                    continue
         for rtype, replica in specs.items():
-            value = _effective(values, rtype, info)
-            policy = parse_policy(value) if value is not None else None
+            effective = _effective(values, rtype, info)
+            policy = parse_policy(effective) if effective is not None else None
             replicas = replica.get("replicas") if isinstance(replica, dict) else None
             if isinstance(policy, Policy) and policy.required and isinstance(replicas, int):
                 warning = _hard_rule_warning(info, rtype, replicas, policy)
@@ -252,6 +252,10 @@ def _hard_rule_warning(info: KindInfo, rtype: str, replicas: int, policy: Policy
             "pods of other jobs in this namespace; until one is free its pods stay Pending"
         )
     return ""
+
+
+def _mapping(value: Any) -> Json:
+    return value if isinstance(value, dict) else {}
 
 
 def _info(job: Json) -> KindInfo | None:
@@ -290,8 +294,8 @@ def _with_default_annotations(
     if not added:
         return job
     values.update(added)
-    meta = job.get("metadata") if isinstance(job.get("metadata"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    meta = _mapping(job.get("metadata"))
+    annotations = _mapping(meta.get("annotations"))
     return {**job, "metadata": {**meta, "annotations": {**annotations, **added}}}
 
 
