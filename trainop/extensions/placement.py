@@ -215,9 +215,9 @@ class Placement(Extension):
         specs = _replica_specs(job, info)
         for key, value in sorted(values.items()):
             path = annotation_path(key)
-            policy = parse_policy(value)
-            if isinstance(policy, str):
-                result.error(path, policy)
+            parsed = parse_policy(value)
+            if isinstance(parsed, str):
+                result.error(path, parsed)
                 continue
             if key != ANNOTATION:
                 rtype = key[len(ANNOTATION) + 1 :]
