@@ -18,6 +18,7 @@ from typing import Any
 from trainop.api.kinds import KindInfo
 from trainop.api.times import timestamp
 from trainop.local.containers import ContainerPlan, PodSite, plan_pod
+from trainop.local.devices import Allocator, detect, requested, visibility_env, with_env
 from trainop.local.errors import template_path
 from trainop.local.kubelet import Event, LocalPod
 from trainop.local.volumes import ConfigMapNotReady, local_dirs, materialize, write_config_map
@@ -32,6 +33,33 @@ def child_key(obj: Json) -> str:
     return f"{obj.get('kind')}.{obj.get('apiVersion', 'v1')}"
 
 
+@dataclass(frozen=True)
+class UnscheduledPod:
+    """A pod kept Pending because this machine cannot give it its devices now."""
+
+    desired: Json
+    reason: str
+    uid: str
+    created: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def observed(self) -> Json:
+        meta = copy.deepcopy(self.desired.get("metadata") or {})
+        meta.update(uid=self.uid, creationTimestamp=timestamp(self.created))
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": self.reason,
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": copy.deepcopy(self.desired.get("spec") or {}),
+            "status": {"phase": "Pending", "conditions": [condition]},
+        }
+
+
 @dataclass
 class LocalCluster:
     info: KindInfo
@@ -43,6 +71,9 @@ class LocalCluster:
     # Deleted pods whose processes have not all exited yet; a same-named pod waits for them.
     terminating: dict[str, LocalPod] = field(default_factory=dict)
     objects: dict[str, dict[str, Json]] = field(default_factory=dict)
+    devices: Allocator = field(default_factory=lambda: Allocator(detect()))
+    # Pods that could not get their devices yet: Pending, as kube-scheduler keeps them.
+    unscheduled: dict[str, UnscheduledPod] = field(default_factory=dict)
 
     @property
     def logs_dir(self) -> Path:
@@ -61,14 +92,22 @@ class LocalCluster:
         wanted = {str(p["metadata"]["name"]): p for p in desired if child_key(p) == POD_KEY}
         new = [p for name, p in wanted.items() if name not in self.pods and name not in self.terminating]
         plans = {str(p["metadata"]["name"]): self._plan(p) for p in new}
+        for name in [n for n in self.unscheduled if n not in wanted]:
+            del self.unscheduled[name]
         for pod in new:
             name = str(pod["metadata"]["name"])
             try:
                 materialize(pod, self.config_maps(), self._dirs(pod))
             except ConfigMapNotReady:
                 continue
-            init, main = plans[name]
-            self.pods[name] = LocalPod(pod, init, main, self.logs_dir, self.inherited)
+            grant = self.devices.allocate(name, requested(pod))
+            if isinstance(grant, str):
+                events += self._unschedulable(pod, grant)
+                continue
+            self.unscheduled.pop(name, None)
+            visible = with_env(pod, visibility_env(self.devices.inventory, grant))
+            init, main = plans[name] if visible is pod else self._plan(visible)
+            self.pods[name] = LocalPod(visible, init, main, self.logs_dir, self.inherited)
             events.append(Event(name, "", "created"))
         for name in [n for n in self.pods if n not in wanted]:
             gone = self.pods.pop(name)
@@ -78,6 +117,14 @@ class LocalCluster:
         if changed_maps:
             self._refresh_volumes(changed_maps)
         return events
+
+    def _unschedulable(self, pod: Json, reason: str) -> list[Event]:
+        name = str(pod["metadata"]["name"])
+        known = self.unscheduled.get(name)
+        if known is not None and known.reason == reason:
+            return []
+        self.unscheduled[name] = UnscheduledPod(pod, reason, known.uid if known else str(uuid.uuid4()))
+        return [Event(name, "", f"Pending: {reason}")]
 
     def _plan(self, pod: Json) -> tuple[list[ContainerPlan], list[ContainerPlan]]:
         site = PodSite(base_dir=self.base_dir, volumes=self._dirs(pod))
@@ -135,11 +182,16 @@ class LocalCluster:
             events += pod.step(now)
         for name in [n for n, p in self.terminating.items() if p.gone()]:
             del self.terminating[name]
+            self.devices.release(name)
+        # kube-scheduler no longer counts a pod that has ended: its devices go to the next one.
+        for name in [n for n, p in self.pods.items() if p.phase in ("Succeeded", "Failed")]:
+            self.devices.release(name)
         return events
 
     def observed(self) -> dict[str, dict[str, Json]]:
         out = {key: dict(group) for key, group in self.objects.items()}
-        pods = {n: p.observed() for n, p in {**self.terminating, **self.pods}.items()}
+        pods = {n: p.observed() for n, p in self.unscheduled.items()}
+        pods.update({n: p.observed() for n, p in {**self.terminating, **self.pods}.items()})
         if pods:
             out[POD_KEY] = pods
         return out
