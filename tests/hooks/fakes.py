@@ -38,6 +38,7 @@ CHILD_TYPES = (
     "PodGroup.scheduling.volcano.sh/v1beta1",
     "PodGroup.scheduling.x-k8s.io/v1alpha1",
     "PodGroup.scheduling.k8s.io/v1alpha2",
+    "Deployment.apps/v1",
 )
 
 

@@ -1,23 +1,27 @@
 """Desire: the children a decided job should have, and whether its TTL asks for a resync or its deletion.
 
 Pods and headless Services come from trainop.controller.children, a framework's extra children from the
-framework, PodGroups from trainop.controller.podgroups. A finished job returns its remaining children as
+framework, PodGroups from trainop.controller.podgroups, and the children of our extensions (a
+TensorBoard) from trainop.extensions. A finished job returns its remaining children as
 they were last applied, so finishing writes nothing.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from trainop import extensions
 from trainop.api.jsonvalues import clean
+from trainop.api.times import parse_timestamp
 from trainop.controller import children as build
 from trainop.controller import podgroups
 from trainop.controller.decide import Decision, Phase
 from trainop.controller.observe import Observation
 from trainop.controller.ttl import remaining, ttl_seconds
+from trainop.extensions.base import COMPONENT_LABEL, JobState
 from trainop.job.observed import SERVICE, ObservedPod, objects
 
 Json = dict[str, Any]
@@ -33,11 +37,29 @@ class Desired:
 
 
 def desire(obs: Observation, decision: Decision) -> Desired:
+    desired = _framework(obs, decision)
+    addons = extensions.children(obs.ctx.job, _state(decision, obs.now))
+    if not addons.children and addons.resync_after_seconds is None:
+        return desired
+    resync = [r for r in (desired.resync_after_seconds, addons.resync_after_seconds) if r is not None]
+    return replace(
+        desired,
+        children=[*desired.children, *clean(list(addons.children))],
+        resync_after_seconds=min(resync) if resync else None,
+    )
+
+
+def _framework(obs: Observation, decision: Decision) -> Desired:
     if decision.phase is Phase.SUSPENDED:
         return Desired(clean(obs.fw.extra_children(obs.ctx, obs.pods, active=False)))
     if decision.phase is Phase.FINISHED:
         return _finished(obs, decision)
     return Desired(_active(obs, decision), decision.resync_after_seconds)
+
+
+def _state(decision: Decision, now: datetime) -> JobState:
+    completed = decision.status.get("completionTime") if decision.phase is Phase.FINISHED else None
+    return JobState(finished_at=parse_timestamp(str(completed)) if completed else None, now=now)
 
 
 def desire_invalid(run_policy: Any, decision: Decision, now: datetime) -> Desired:
@@ -83,7 +105,8 @@ def _finished(obs: Observation, decision: Decision) -> Desired:
     services = [
         as_desired(s)
         for s in objects(obs.children, SERVICE)
-        if policy == "None" or not decision.settled or s["metadata"]["name"] in kept_names
+        if COMPONENT_LABEL not in (s["metadata"].get("labels") or {})  # an extension's: it decides
+        and (policy == "None" or not decision.settled or s["metadata"]["name"] in kept_names)
     ]
     children = [as_desired(p.obj) for p in kept] + services
     children += _unchanged(obs, clean(obs.fw.extra_children(obs.ctx, obs.pods, active=False)))

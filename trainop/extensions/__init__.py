@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from trainop.api.checks import Result
+from trainop.api.kinds import ChildType
 from trainop.extensions.accelerators import Accelerators
-from trainop.extensions.base import PREFIX, AnnotationDoc, Extension, annotation_path
+from trainop.extensions.base import PREFIX, Addons, AnnotationDoc, Extension, JobState, annotation_path
 from trainop.extensions.placement import Placement
+from trainop.extensions.tensorboard import TensorBoard
 
 Json = dict[str, Any]
 
-EXTENSIONS: Final[tuple[Extension, ...]] = (Accelerators(), Placement())
+EXTENSIONS: Final[tuple[Extension, ...]] = (Accelerators(), Placement(), TensorBoard())
 
 README_BEGIN: Final = (
     "<!-- BEGIN annotations: generated from trainop.extensions (python hack/annotations.py) -->"
@@ -71,6 +73,30 @@ def validate(job: Json, result: Result) -> None:
         values = _owned(ext, found)
         if _applies(ext, values):
             ext.validate(job, values, result)
+
+
+def children(job: Json, state: JobState) -> Addons:
+    """Every extension's children of the admitted job, and the soonest resync any of them asks for."""
+    found = ours(job)
+    out: list[Json] = []
+    resync: list[float] = []
+    for ext in EXTENSIONS:
+        values = _owned(ext, found)
+        if not _applies(ext, values):
+            continue
+        addons = ext.children(job, values, state)
+        out += addons.children
+        if addons.resync_after_seconds is not None:
+            resync.append(addons.resync_after_seconds)
+    return Addons(tuple(out), min(resync) if resync else None)
+
+
+def child_types() -> tuple[ChildType, ...]:
+    """The child types of every extension, once each, in registry order."""
+    seen: list[ChildType] = []
+    for ext in EXTENSIONS:
+        seen += [t for t in ext.child_types if t not in seen]
+    return tuple(seen)
 
 
 def docs() -> list[AnnotationDoc]:

@@ -3,7 +3,9 @@
 Our extensions never change the kubeflow.org/v1 schema. Each is a set of annotations under
 `trainop.dev/` on the job; defaulting writes what they resolve to into the job itself (so the mutating
 webhook's patch stores it and `kubectl get -o yaml` shows what will run), and validation reports a bad
-value with the annotation's path and how to fix it. A job without our annotations is never touched.
+value with the annotation's path and how to fix it. An extension may also give the job children of its
+own (a TensorBoard), which the sync hook returns beside the framework's; every CompositeController
+declares their types. A job without our annotations is never touched.
 """
 
 from __future__ import annotations
@@ -11,13 +13,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 from trainop.api.checks import Result
+from trainop.api.kinds import ChildType
 
 Json = dict[str, Any]
 
 PREFIX: Final = "trainop.dev/"
+# On every child an extension returns, naming the extension: the framework's own children never carry it.
+COMPONENT_LABEL: Final = f"{PREFIX}component"
 
 
 def annotation_path(key: str) -> str:
@@ -35,11 +41,30 @@ class AnnotationDoc:
     example: str  # a complete `key: value` line
 
 
+@dataclass(frozen=True)
+class JobState:
+    """What the sync hook tells an extension about the job it builds children for."""
+
+    # The job's completionTime once it has succeeded or failed, else None.
+    finished_at: datetime | None
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Addons:
+    """An extension's children of one job, and when the hook must look again (a child that expires)."""
+
+    children: tuple[Json, ...] = ()
+    resync_after_seconds: float | None = None
+
+
 class Extension(ABC):
     """One feature carried by annotations. Subclasses are registered in trainop.extensions.EXTENSIONS."""
 
     name: str
     docs: tuple[AnnotationDoc, ...]
+    # Child types besides pods and Services that `children` may return.
+    child_types: tuple[ChildType, ...] = ()
 
     @abstractmethod
     def owns(self, key: str) -> bool:
@@ -61,3 +86,7 @@ class Extension(ABC):
     @abstractmethod
     def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
         """Report every problem with `values` on the defaulted `job`, naming the annotation or field."""
+
+    def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
+        """The children this extension gives the admitted `job` now. Pure: same input, same output."""
+        return Addons()

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from trainop import extensions
 from trainop.api.constants import GROUP, VERSION
 from trainop.api.kinds import ChildType, KindInfo
 from trainop.controller import podgroups
@@ -66,7 +67,7 @@ def podgroup_child(gang_scheduler: str) -> ChildType | None:
 
 
 def child_resources(info: KindInfo, gang_scheduler: str = "") -> list[Json]:
-    children = [*COMMON_CHILDREN, *info.extra_children]
+    children = [*COMMON_CHILDREN, *info.extra_children, *extensions.child_types()]
     podgroup = podgroup_child(gang_scheduler)
     if podgroup is not None:
         children.append(podgroup)

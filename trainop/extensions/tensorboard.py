@@ -1,0 +1,400 @@
+"""TensorBoard for a job: a Deployment and Service beside it, over the log directory its replicas write.
+
+`trainop.dev/tensorboard: <log directory>` names where the job's event files go:
+
+* `s3://<bucket>[/<prefix>]`, with `trainop.dev/tensorboard.s3-endpoint: <url>` for an S3-compatible
+  store such as MinIO and `trainop.dev/tensorboard.s3-secret: <Secret name>` holding
+  AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (both optional);
+* `gs://<bucket>[/<prefix>]` (credentials from the pods' own identity);
+* `pvc://<claim>[/<sub-path>]`: a PersistentVolumeClaim, mounted into every training container and,
+  read-only, into TensorBoard.
+
+Defaulting writes into every replica type's template: the environment variable TENSORBOARD_LOG_DIR, one
+sub-directory per pod (`<dir>/<replica type>-<index>`, from the replica-index label through
+TRAINOP_REPLICA_INDEX), so replicas never overwrite each other's files; for S3 the endpoint and
+Secret as environment; for a PVC its volume and mounts. It also writes
+`trainop.dev/tensorboard.keep-after` (the cluster default when the job names none).
+
+The sync hook then returns a Deployment and a Service named `<job>-tensorboard` (port 80, served under
+the path prefix `/tensorboard/<namespace>/<job>/` so one Ingress can route every job's), from the job's
+creation until `keep-after` past its completion. docs/tensorboard.md has the objects in full.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Final
+
+from trainop.api.checks import Result
+from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
+from trainop.api.kinds import ChildType, KindInfo
+from trainop.extensions.base import (
+    COMPONENT_LABEL,
+    PREFIX,
+    Addons,
+    AnnotationDoc,
+    Extension,
+    JobState,
+    annotation_path,
+)
+from trainop.frameworks import KINDS
+
+Json = dict[str, Any]
+
+ANNOTATION: Final = f"{PREFIX}tensorboard"
+ENDPOINT: Final = f"{ANNOTATION}.s3-endpoint"
+SECRET: Final = f"{ANNOTATION}.s3-secret"
+KEEP_AFTER: Final = f"{ANNOTATION}.keep-after"
+KEYS: Final = (ANNOTATION, ENDPOINT, SECRET, KEEP_AFTER)
+
+IMAGE_ENV: Final = "TRAINOP_TENSORBOARD_IMAGE"
+KEEP_AFTER_ENV: Final = "TRAINOP_TENSORBOARD_KEEP_AFTER"
+DEFAULT_IMAGE: Final = "trainop-tensorboard:0.1.0"
+DEFAULT_KEEP_AFTER: Final = "1h"
+
+LOG_DIR_VAR: Final = "TENSORBOARD_LOG_DIR"
+INDEX_VAR: Final = "TRAINOP_REPLICA_INDEX"
+VOLUME: Final = "trainop-tensorboard"
+MOUNT: Final = "/var/run/trainop/tensorboard"
+PORT: Final = 6006
+SUFFIX: Final = "-tensorboard"
+DNS_LABEL_MAX: Final = 63
+
+_DURATION: Final = re.compile(r"^(?P<n>[0-9]{1,6})(?P<unit>[smhd])$")
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_BUCKET: Final = re.compile(r"^[a-z0-9][a-z0-9.\-_]{1,221}[a-z0-9]$")
+_DNS_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_SUB_PATH: Final = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
+
+
+@dataclass(frozen=True)
+class LogDir:
+    scheme: str  # "s3", "gs" or "pvc"
+    location: str  # bucket[/prefix] for s3 and gs, claim for pvc
+    sub_path: str = ""  # pvc only
+
+    @property
+    def claim(self) -> str:
+        return self.location
+
+    def for_training(self) -> str:
+        """Where the training containers write (before the per-pod sub-directory)."""
+        if self.scheme == "pvc":
+            return MOUNT
+        return f"{self.scheme}://{self.location}"
+
+
+def parse_log_dir(value: str) -> LogDir | str:
+    """The log directory a value names, or what is wrong with it."""
+    scheme, sep, rest = value.partition("://")
+    usage = "use s3://<bucket>[/<prefix>], gs://<bucket>[/<prefix>] or pvc://<claim>[/<sub-path>]"
+    if not sep or scheme not in ("s3", "gs", "pvc"):
+        return f'Unsupported value: "{value}": {usage}'
+    head, _, tail = rest.strip("/").partition("/")
+    if tail and (not _SUB_PATH.fullmatch(tail) or ".." in tail.split("/")):
+        return f'Invalid value: "{value}": "{tail}" must be a relative path without ".." elements'
+    if scheme == "pvc":
+        if not _DNS_NAME.fullmatch(head) or len(head) > 253:
+            return f'Invalid value: "{value}": "{head}" is not a PersistentVolumeClaim name; {usage}'
+        return LogDir("pvc", head, tail)
+    if not _BUCKET.fullmatch(head):
+        return f'Invalid value: "{value}": "{head}" is not a bucket name; {usage}'
+    return LogDir(scheme, f"{head}/{tail}" if tail else head)
+
+
+def parse_duration(value: str) -> timedelta | None:
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        return None
+    return timedelta(seconds=int(match["n"]) * _UNITS[match["unit"]])
+
+
+def _s3_env(log_dir: LogDir, values: Mapping[str, str]) -> list[Json]:
+    endpoint = values.get(ENDPOINT)
+    if log_dir.scheme != "s3" or not endpoint:
+        return []
+    # boto3 reads AWS_ENDPOINT_URL, TensorFlow's and TensorBoard's S3 file systems S3_ENDPOINT.
+    return [{"name": "AWS_ENDPOINT_URL", "value": endpoint}, {"name": "S3_ENDPOINT", "value": endpoint}]
+
+
+def _replica_env(log_dir: LogDir, rtype: str, values: Mapping[str, str]) -> list[Json]:
+    index = {"fieldRef": {"fieldPath": f"metadata.labels['{LABEL_REPLICA_INDEX}']"}}
+    return [
+        {"name": INDEX_VAR, "valueFrom": index},
+        {"name": LOG_DIR_VAR, "value": f"{log_dir.for_training()}/{rtype.lower()}-$({INDEX_VAR})"},
+        *_s3_env(log_dir, values),
+    ]
+
+
+class TensorBoard(Extension):
+    name = "tensorboard"
+    child_types = (ChildType("apps/v1", "deployments", "InPlace"),)
+    docs = (
+        AnnotationDoc(
+            key=ANNOTATION,
+            value="s3://<bucket>[/<prefix>], gs://<bucket>[/<prefix>], pvc://<claim>[/<sub-path>]",
+            effect="a TensorBoard Deployment and Service `<job>-tensorboard` over that directory; every "
+            "training container gets TENSORBOARD_LOG_DIR, one sub-directory per pod",
+            example=f"{ANNOTATION}: s3://experiments/run-7",
+        ),
+        AnnotationDoc(
+            key=ENDPOINT,
+            value="an http(s) URL",
+            effect="the S3-compatible endpoint (MinIO) for TensorBoard and the training containers",
+            example=f"{ENDPOINT}: http://minio.storage:9000",
+        ),
+        AnnotationDoc(
+            key=SECRET,
+            value="a Secret name in the job's namespace",
+            effect="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from that Secret, in TensorBoard and the "
+            "training containers",
+            example=f"{SECRET}: minio-credentials",
+        ),
+        AnnotationDoc(
+            key=KEEP_AFTER,
+            value="<n>s, <n>m, <n>h or <n>d",
+            effect="how long TensorBoard outlives the finished job; defaulted from the cluster setting",
+            example=f"{KEEP_AFTER}: 24h",
+        ),
+    )
+
+    def __init__(self, env: Mapping[str, str] = os.environ) -> None:
+        self._env = env
+
+    def owns(self, key: str) -> bool:
+        return key in KEYS
+
+    def image(self) -> str:
+        return self._env.get(IMAGE_ENV) or DEFAULT_IMAGE
+
+    def default_keep_after(self) -> str:
+        return self._env.get(KEEP_AFTER_ENV) or DEFAULT_KEEP_AFTER
+
+    # ---- admission -------------------------------------------------------------------------------
+    def default(self, job: Json, values: Mapping[str, str]) -> Json:
+        raw = values.get(ANNOTATION)
+        log_dir = parse_log_dir(raw) if raw is not None else None
+        info = _info(job)
+        if not isinstance(log_dir, LogDir) or info is None:
+            return job
+        meta = dict(job.get("metadata") or {})
+        annotations = dict(meta.get("annotations") or {})
+        annotations.setdefault(KEEP_AFTER, self.default_keep_after())
+        specs = dict((job.get("spec") or {}).get(info.replica_field) or {})
+        for rtype, replica in specs.items():
+            if isinstance(replica, dict) and isinstance(replica.get("template"), dict):
+                template = _with_training_env(replica["template"], log_dir, rtype, values)
+                specs[rtype] = {**replica, "template": template}
+        return {
+            **job,
+            "metadata": {**meta, "annotations": annotations},
+            "spec": {**job["spec"], info.replica_field: specs},
+        }
+
+    def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
+        raw = values.get(ANNOTATION)
+        if raw is None:
+            for key in sorted(values):
+                result.error(annotation_path(key), f"Invalid value: only meaningful with {ANNOTATION}")
+            return
+        log_dir = parse_log_dir(raw)
+        if isinstance(log_dir, str):
+            result.error(annotation_path(ANNOTATION), log_dir)
+            return
+        endpoint = values.get(ENDPOINT)
+        if endpoint is not None and log_dir.scheme != "s3":
+            only = f"Invalid value: only meaningful with s3:// in {ANNOTATION}"
+            result.error(annotation_path(ENDPOINT), only)
+        elif endpoint is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", endpoint):
+            why = "must be an http:// or https:// URL"
+            result.error(annotation_path(ENDPOINT), f'Invalid value: "{endpoint}": {why}')
+        secret = values.get(SECRET)
+        if secret is not None and (log_dir.scheme != "s3" or not _DNS_NAME.fullmatch(secret)):
+            why = (
+                "must name a Secret (a DNS subdomain)"
+                if log_dir.scheme == "s3"
+                else "only meaningful with s3://"
+            )
+            result.error(annotation_path(SECRET), f'Invalid value: "{secret}": {why}')
+        keep = values.get(KEEP_AFTER)
+        if keep is not None and parse_duration(keep) is None:
+            result.error(
+                annotation_path(KEEP_AFTER),
+                f'Invalid value: "{keep}": a whole number with s, m, h or d, e.g. "24h" or "0s"',
+            )
+        name = str((job.get("metadata") or {}).get("name") or "")
+        if len(name) + len(SUFFIX) > DNS_LABEL_MAX:
+            result.error(
+                "metadata.name",
+                f'Invalid value: "{name}": with {ANNOTATION} the name may have at most '
+                f"{DNS_LABEL_MAX - len(SUFFIX)} characters (its TensorBoard Service is <name>{SUFFIX})",
+            )
+        info = _info(job)
+        if info is not None:
+            _check_training_env(job, info, log_dir, values, result)
+
+    # ---- children --------------------------------------------------------------------------------
+    def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
+        raw = values.get(ANNOTATION)
+        log_dir = parse_log_dir(raw) if raw is not None else None
+        if not isinstance(log_dir, LogDir):
+            return Addons()
+        keep = parse_duration(values.get(KEEP_AFTER) or self.default_keep_after()) or timedelta(0)
+        resync: float | None = None
+        if state.finished_at is not None:
+            left = (state.finished_at + keep - state.now).total_seconds()
+            if left <= 0:
+                return Addons()
+            resync = round(left, 3)
+        meta = job["metadata"]
+        name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
+        return Addons((self._deployment(name, namespace, log_dir, values), _service(name, namespace)), resync)
+
+    def _deployment(self, job: str, namespace: str, log_dir: LogDir, values: Mapping[str, str]) -> Json:
+        labels = _labels(job)
+        container: Json = {
+            "name": "tensorboard",
+            "image": self.image(),
+            "args": [
+                f"--logdir={_served_dir(log_dir)}",
+                "--bind_all",
+                f"--port={PORT}",
+                f"--path_prefix={path_prefix(namespace, job)}",
+            ],
+            "ports": [{"name": "http", "containerPort": PORT}],
+            "readinessProbe": {"httpGet": {"path": f"{path_prefix(namespace, job)}/", "port": "http"}},
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}},
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "runAsNonRoot": True,
+                "runAsUser": 65532,
+                "capabilities": {"drop": ["ALL"]},
+            },
+        }
+        env = _s3_env(log_dir, values)
+        if env:
+            container["env"] = env
+        if log_dir.scheme == "s3" and values.get(SECRET):
+            container["envFrom"] = [{"secretRef": {"name": values[SECRET]}}]
+        pod: Json = {"containers": [container], "automountServiceAccountToken": False}
+        if log_dir.scheme == "pvc":
+            container["volumeMounts"] = [_mount(log_dir, read_only=True)]
+            pod["volumes"] = [_volume(log_dir, read_only=True)]
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": f"{job}{SUFFIX}", "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": pod},
+            },
+        }
+
+
+def path_prefix(namespace: str, job: str) -> str:
+    return f"/tensorboard/{namespace}/{job}"
+
+
+def _service(job: str, namespace: str) -> Json:
+    labels = _labels(job)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{job}{SUFFIX}", "namespace": namespace, "labels": labels},
+        "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+    }
+
+
+def _labels(job: str) -> dict[str, str]:
+    # Not the job-name label alone: the job's own Services select their pods by it.
+    return {LABEL_JOB_NAME: job, COMPONENT_LABEL: "tensorboard"}
+
+
+def _served_dir(log_dir: LogDir) -> str:
+    return MOUNT if log_dir.scheme == "pvc" else log_dir.for_training()
+
+
+def _volume(log_dir: LogDir, read_only: bool) -> Json:
+    claim: Json = {"claimName": log_dir.claim}
+    if read_only:
+        claim["readOnly"] = True
+    return {"name": VOLUME, "persistentVolumeClaim": claim}
+
+
+def _mount(log_dir: LogDir, read_only: bool) -> Json:
+    mount: Json = {"name": VOLUME, "mountPath": MOUNT}
+    if log_dir.sub_path:
+        mount["subPath"] = log_dir.sub_path
+    if read_only:
+        mount["readOnly"] = True
+    return mount
+
+
+def _with_training_env(template: Json, log_dir: LogDir, rtype: str, values: Mapping[str, str]) -> Json:
+    spec = dict(template.get("spec") or {})
+    wanted = _replica_env(log_dir, rtype, values)
+    containers = []
+    for container in spec.get("containers") or []:
+        if not isinstance(container, dict):
+            containers.append(container)
+            continue
+        env = list(container.get("env") or [])
+        names = {e.get("name") for e in env if isinstance(e, dict)}
+        env += [e for e in wanted if e["name"] not in names]
+        updated: Json = {**container, "env": env}
+        if log_dir.scheme == "s3" and values.get(SECRET):
+            refs = list(container.get("envFrom") or [])
+            ref = {"secretRef": {"name": values[SECRET]}}
+            updated["envFrom"] = refs if ref in refs else [*refs, ref]
+        if log_dir.scheme == "pvc":
+            mounts = list(container.get("volumeMounts") or [])
+            if not any(isinstance(m, dict) and m.get("name") == VOLUME for m in mounts):
+                mounts.append(_mount(log_dir, read_only=False))
+            updated["volumeMounts"] = mounts
+        containers.append(updated)
+    spec["containers"] = containers
+    if log_dir.scheme == "pvc":
+        volumes = list(spec.get("volumes") or [])
+        if not any(isinstance(v, dict) and v.get("name") == VOLUME for v in volumes):
+            volumes.append(_volume(log_dir, read_only=False))
+        spec["volumes"] = volumes
+    return {**template, "spec": spec}
+
+
+def _check_training_env(
+    job: Json, info: KindInfo, log_dir: LogDir, values: Mapping[str, str], result: Result
+) -> None:
+    """A template variable or volume of ours that the user set otherwise would silently win: refuse it."""
+    specs = (job.get("spec") or {}).get(info.replica_field) or {}
+    for rtype, replica in specs.items():
+        template = replica.get("template") if isinstance(replica, dict) else None
+        spec = template.get("spec") if isinstance(template, dict) else None
+        if not isinstance(spec, dict):
+            continue
+        base = f"spec.{info.replica_field}[{rtype}].template.spec"
+        wanted = {e["name"]: e for e in _replica_env(log_dir, rtype, values)}
+        for i, container in enumerate(spec.get("containers") or []):
+            for j, var in enumerate((container or {}).get("env") or []):
+                name = var.get("name") if isinstance(var, dict) else None
+                if name in wanted and var != wanted[name]:
+                    result.error(
+                        f"{base}.containers[{i}].env[{j}]",
+                        f"Invalid value: {name} is set by {ANNOTATION}; remove it from the template",
+                    )
+        for i, volume in enumerate(spec.get("volumes") or []):
+            ours = isinstance(volume, dict) and volume.get("name") == VOLUME and log_dir.scheme == "pvc"
+            if ours and volume != _volume(log_dir, read_only=False):
+                result.error(
+                    f"{base}.volumes[{i}]",
+                    f'Invalid value: the volume name "{VOLUME}" is taken by {ANNOTATION}; rename it',
+                )
+
+
+def _info(job: Json) -> KindInfo | None:
+    kind = job.get("kind")
+    return KINDS.get(kind) if isinstance(kind, str) else None
