@@ -56,11 +56,10 @@ def waiting_pod_events(reason: str, message: str) -> list[Event]:
     """The events of a sync whose observed worker pod waits with `reason` and `message`."""
     cluster = Cluster(job("PyTorchJob", name="j", namespace="ns", Master=1, Worker=1))
     cluster.sync()
+    state = {"waiting": {"reason": reason, "message": message}}
     cluster.pod("j-worker-0")["status"] = {
         "phase": "Pending",
-        "containerStatuses": [
-            {"name": "pytorch", "restartCount": 0, "state": {"waiting": {"reason": reason, "message": message}}}
-        ],
+        "containerStatuses": [{"name": "pytorch", "restartCount": 0, "state": state}],
     }
     return [e for e in cluster.sync(1).events if e.type == "Warning"]
 

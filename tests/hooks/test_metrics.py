@@ -235,7 +235,8 @@ def test_a_counter_past_its_series_limit_counts_new_namespaces_as_other() -> Non
         metrics.count_confirmed(parent, [("created",)], metrics.Seen(), series)
     samples = [
         REGISTRY.get_sample_value(
-            "training_operator_jobs_created_total", {"job_namespace": f"series-{i}", "framework": "tensorflow"}
+            "training_operator_jobs_created_total",
+            {"job_namespace": f"series-{i}", "framework": "tensorflow"},
         )
         for i in range(5)
     ]
