@@ -8,7 +8,7 @@ the thread writes only what the apiserver's copy of the job justifies (docs/limi
   the one the sync computed from (a forged replica type, or a spec the caller made up, writes nothing);
 * a validation failure is recorded only if the apiserver's copy fails validation with the same message;
 * every event is bounded (trainop.job.event) and rate-limited: per job like client-go's spam filter,
-  and per process, so no caller can write faster than JOB_* and PROCESS_* allow;
+  and per process, so no caller can write faster than SPAM_* and PROCESS_* allow;
 * the batch's metric transitions are counted (hooks.metrics.count_confirmed) only past the same checks.
 
 A job its ttlSecondsAfterFinished deleted is gone before a busy writer (in any worker process) reaches
