@@ -123,9 +123,10 @@ class HookServer:
         body = _dumps(response)
         if len(body) > self.max_response:
             raise AnswerTooLarge(len(body))
-        metrics.record_transitions(parent, result.status)
-        if self.recorder is not None and result.events:
-            self.recorder.submit(parent, result.events)  # queued: written after the response
+        transitions = metrics.transitions(parent, result.status)
+        if self.recorder is not None and (result.events or transitions):
+            # Queued: checked against the apiserver's copy, then written and counted, after the response.
+            self.recorder.submit(parent, result.events, transitions)
         if result.delete_parent:
             retry = self.delete(parent, now)
             if retry is not None:  # never a null: nothing in a response may be None

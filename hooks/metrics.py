@@ -2,8 +2,12 @@
 
 Kubeflow's controller bumps `training_operator_jobs_*_total{job_namespace,framework}` where its reconcile
 loop changes a job's status. The sync hook is that loop here, so the counters move where a sync computes
-a status that differs from the one Metacontroller sent (`record_transitions`), plus `deleted` when the
-TTL deletion succeeds.
+a status that differs from the one Metacontroller sent (`transitions`), plus `deleted` when the TTL
+deletion succeeds. A sync's body is only a claim, so its transitions are counted (`count_confirmed`) by
+the recorder's writer thread once the apiserver has shown it holds a job of that name and uid with the
+spec the sync saw (hooks.recorder), with the labels of the apiserver's copy; a hook without API
+credentials counts none. Each counter keeps at most MAX_SERIES label sets per process; the rest share
+`job_namespace="other"` (docs/limits.md#events-and-metrics).
 
 Metacontroller retries a sync whose status write failed, and the retry recomputes the same transition.
 Each process remembers the transitions it counted (an LRU of job uid + transition), so a retry answered
@@ -17,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -35,6 +39,26 @@ DELETED = Counter("training_operator_jobs_deleted_total", "Counts number of jobs
 SUCCESSFUL = Counter("training_operator_jobs_successful_total", "Counts number of jobs successful", LABELS)
 FAILED = Counter("training_operator_jobs_failed_total", "Counts number of jobs failed", LABELS)
 RESTARTED = Counter("training_operator_jobs_restarted_total", "Counts number of jobs restarted", LABELS)
+COUNTERS = {
+    "created": CREATED,
+    "deleted": DELETED,
+    "successful": SUCCESSFUL,
+    "failed": FAILED,
+    "restarted": RESTARTED,
+}
+# Distinct (namespace, framework) pairs one counter keeps per process: beyond, `job_namespace="other"`.
+MAX_SERIES = 1000
+OTHER = "other"
+OVERFLOW = Counter(
+    "trainop_hook_metric_series_overflow_total",
+    'Increments counted under job_namespace="other" because the counter had MAX_SERIES label sets',
+    ("metric",),
+)
+EVENTS_DROPPED = Counter(
+    "trainop_hook_events_dropped_total",
+    "Events a sync implied that were not written, by why (rate limits, no matching job on the apiserver...)",
+    ("reason",),
+)
 
 # Small jobs take ~1 ms, 1000 replicas a few hundred; the buckets span both.
 LATENCY = Histogram(
@@ -76,13 +100,40 @@ class Seen:
 SEEN = Seen()
 
 
-def _labels(parent: Json) -> tuple[str, str]:
-    info = KINDS[str(parent.get("kind"))]
-    namespace = dig(parent, "metadata", "namespace") or "default"
-    # A namespace the apiserver could not have sent gets one label value, so a hostile caller cannot
-    # grow the label set without bound.
+class Series:
+    """The label sets each counter has used in this process, at most `limit` per counter."""
+
+    def __init__(self, limit: int = MAX_SERIES) -> None:
+        self.limit = limit
+        self._used: dict[str, set[tuple[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def labels(self, metric: str, labels: tuple[str, str]) -> tuple[str, str]:
+        """`labels`, or the namespace replaced by OTHER once `metric` has `limit` other label sets."""
+        with self._lock:
+            used = self._used.setdefault(metric, set())
+            if labels in used:
+                return labels
+            if len(used) < self.limit:
+                used.add(labels)
+                return labels
+        OVERFLOW.labels(metric).inc()
+        return OTHER, labels[1]
+
+
+SERIES = Series()
+
+
+def _labels(job: Json) -> tuple[str, str]:
+    info = KINDS[str(job.get("kind"))]
+    namespace = dig(job, "metadata", "namespace") or "default"
+    # The apiserver's copy always has a valid namespace; anything else gets one label value.
     valid = isinstance(namespace, str) and NAMESPACE.fullmatch(namespace) is not None
     return (namespace if valid else "invalid"), info.framework
+
+
+def _inc(name: str, labels: tuple[str, str], series: Series) -> None:
+    COUNTERS[name].labels(*series.labels(name, labels)).inc()
 
 
 def _true(status: Any, ctype: str) -> bool:
@@ -106,22 +157,36 @@ def _restarted_pods(before: Any, after: Mapping[str, Any]) -> Iterator[tuple[str
             yield name, str(uid)
 
 
-def record_transitions(parent: Json, status: Json, seen: Seen = SEEN) -> None:
-    """Count the transitions from the status Metacontroller sent to the one the sync computed."""
+def transitions(parent: Json, status: Json) -> tuple[tuple[str, ...], ...]:
+    """The transitions from the status Metacontroller sent to the one the sync computed: ("created",),
+    ("successful",), ("failed",) and ("restarted", pod name, pod uid) per pod being recreated."""
     before = parent.get("status")
-    labels = _labels(parent)
-    uid = dig(parent, "metadata", "uid")
-    job_key = uid if isinstance(uid, str) and uid else f"{labels[0]}/{dig(parent, 'metadata', 'name')}"
-    for counter, ctype in ((CREATED, c.CREATED), (SUCCESSFUL, c.SUCCEEDED), (FAILED, c.FAILED)):
-        if _true(status, ctype) and not _true(before, ctype) and seen.first_time((job_key, ctype)):
-            counter.labels(*labels).inc()
-    for pod in _restarted_pods(before, status):
-        if seen.first_time((job_key, "restart", *pod)):
-            RESTARTED.labels(*labels).inc()
+    out: list[tuple[str, ...]] = []
+    for name, ctype in (("created", c.CREATED), ("successful", c.SUCCEEDED), ("failed", c.FAILED)):
+        if _true(status, ctype) and not _true(before, ctype):
+            out.append((name,))
+    out += [("restarted", *pod) for pod in _restarted_pods(before, status)]
+    return tuple(out)
 
 
-def record_deleted(parent: Json) -> None:
-    DELETED.labels(*_labels(parent)).inc()
+def count_confirmed(
+    job: Json, found: Iterable[tuple[str, ...]], seen: Seen = SEEN, series: Series = SERIES
+) -> None:
+    """Count `found` for `job`, the apiserver's copy of the job the sync was about."""
+    labels = _labels(job)
+    job_key = str(dig(job, "metadata", "uid"))
+    for transition in found:
+        if transition[0] in COUNTERS and seen.first_time((job_key, *transition)):
+            _inc(transition[0], labels, series)
+
+
+def record_deleted(job: Json, series: Series = SERIES) -> None:
+    """The TTL deletion of `job` (the apiserver's copy) succeeded."""
+    _inc("deleted", _labels(job), series)
+
+
+def record_dropped_events(reason: str, count: int = 1) -> None:
+    EVENTS_DROPPED.labels(reason).inc(count)
 
 
 def record_call(hook: str, kind: str, seconds: float, size: int) -> None:

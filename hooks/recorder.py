@@ -1,12 +1,20 @@
 """Recording the Events a sync implies (trainop.controller.events) without slowing or failing the sync.
 
 The sync handler only hands a batch to a bounded queue; one background thread per process writes it.
-Before writing, the thread reads the job from the apiserver and records nothing unless a job of that
-name with that uid exists: the body of a /sync call is only a claim, and events are written with the
-hook's own credentials. A job its ttlSecondsAfterFinished deleted is gone before a busy writer (in any
-worker process) reaches its last batches; the hook that deletes it first records Kubeflow's "Deleted
-job" event, after its own read proved the job real, and that event is the proof the writers accept
-for a job that no longer exists.
+The body of a /sync call is only a claim, and events are written with the hook's own credentials, so
+the thread writes only what the apiserver's copy of the job justifies (docs/limits.md#events-and-metrics):
+
+* it reads the job and records nothing unless a job of that name with that uid exists and its spec is
+  the one the sync computed from (a forged replica type, or a spec the caller made up, writes nothing);
+* a validation failure is recorded only if the apiserver's copy fails validation with the same message;
+* every event is bounded (trainop.job.event) and rate-limited: per job like client-go's spam filter,
+  and per process, so no caller can write faster than SPAM_* and PROCESS_* allow;
+* the batch's metric transitions are counted (hooks.metrics.count_confirmed) only past the same checks.
+
+A job its ttlSecondsAfterFinished deleted is gone before a busy writer (in any worker process) reaches
+its last batches; the hook that deletes it first records Kubeflow's "Deleted job" event, after its own
+read proved the job real, and that event is the proof the writers accept for a job that no longer
+exists (its spec can no longer be compared).
 
 Each event has a deterministic name, so a sync Metacontroller retries POSTs the same object and gets
 409 AlreadyExists. The event's annotation says which occurrence it last recorded: the same one means a
@@ -17,6 +25,7 @@ keeps steady-state syncs (which imply no events at all) and retries free of API 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -28,17 +37,29 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from trainop.controller.events import deleted_job
+import orjson
+
+from hooks import metrics
+from hooks.ratelimit import Buckets
+from trainop.admission.admit import admit
+from trainop.controller.events import deleted_job, invalid
 from trainop.frameworks import framework, kind_info
 from trainop.job.event import Event
 
 log = logging.getLogger("trainop.hooks")
 Json = dict[str, Any]
 OCCURRENCE = "trainop/occurrence"
-# client-go's spam filter, which Kubeflow's recorders use: per job and event type a bucket of 25
-# events refilled at one per five minutes. It bounds the writes a big job costs the apiserver.
+# client-go's spam filter, which Kubeflow's recorders use: a bucket of 25 events refilled at one per
+# five minutes. Events about children have one per job and event type, the job's own transitions one
+# per job, so a big job's pod events never crowd out its Succeeded.
 SPAM_BURST = 25
 SPAM_REFILL_SECONDS = 300.0
+# Every event this process writes, whatever the job: 500 at once, then 10 a second. With the
+# apiserver's default --event-ttl of 1 h that keeps at most ~36,500 live Events per hook process, each
+# under ~2 KiB (messages are cut at 1 KiB). Kubeflow's one controller writes at most its client's
+# 20 requests a second in all.
+PROCESS_BURST = 500
+PROCESS_REFILL_SECONDS = 0.1
 # Kubernetes serialises event times with microseconds for eventTime and whole seconds elsewhere.
 SECONDS = "%Y-%m-%dT%H:%M:%SZ"
 PATCH_ATTEMPTS = 3
@@ -61,6 +82,20 @@ class Batch:
     name: str
     uid: str
     events: tuple[Event, ...]
+    # hooks.metrics.transitions of the same sync
+    transitions: tuple[tuple[str, ...], ...] = ()
+    # spec_digest of the job as the sync saw it
+    spec: str = ""
+
+
+def spec_digest(job: Json) -> str:
+    """A digest of the job's spec as the apiserver serialises it (key order aside)."""
+    return hashlib.sha256(orjson.dumps(job.get("spec"), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _log(event: str, batch: Batch, **fields: Any) -> None:
+    entry = {"event": event, "kind": batch.kind, "namespace": batch.namespace, "name": batch.name}
+    log.warning(json.dumps({**entry, **fields}))
 
 
 def event_object(job: Json, event: Event, now: datetime) -> Json:
@@ -112,24 +147,29 @@ class Recorder:
         self.cache_size = cache_size
         # event name -> the occurrence this process last saw recorded under it
         self.recorded: OrderedDict[str, str] = OrderedDict()
-        # (job uid, event type) -> (tokens left, when counted); only the writer thread touches it
-        self.buckets: OrderedDict[tuple[str, str], tuple[float, datetime]] = OrderedDict()
+        # per job: (uid, event type) for events about children, (uid, "job") for the job's own
+        self.buckets = Buckets(SPAM_BURST, SPAM_REFILL_SECONDS, cache_size)
+        self.process = Buckets(PROCESS_BURST, PROCESS_REFILL_SECONDS, 1)
         self.lock = threading.Lock()
         self._thread_pid: int | None = None
 
     # ---- request threads --------------------------------------------------------------------------
-    def submit(self, parent: Json, events: Sequence[Event]) -> None:
+    def submit(
+        self, parent: Json, events: Sequence[Event], transitions: tuple[tuple[str, ...], ...] = ()
+    ) -> None:
         """Queue what is not known to be recorded already; never blocks, never raises."""
         try:
             meta = parent["metadata"]
             namespace, name, uid = meta.get("namespace") or "default", str(meta["name"]), str(meta["uid"])
             fresh = tuple(e for e in events if not self._known(e.name(name, uid), e.occurrence))
-            if not fresh:
+            if not fresh and not transitions:
                 return
             self._ensure_thread()
-            self.queue.put_nowait(Batch(str(parent["kind"]), namespace, name, uid, fresh))
+            batch = Batch(str(parent["kind"]), namespace, name, uid, fresh, transitions, spec_digest(parent))
+            self.queue.put_nowait(batch)
         except queue.Full:
             log.warning(json.dumps({"event": "events-dropped", "reason": "queue full", "count": len(events)}))
+            metrics.record_dropped_events("queue-full", len(events))
         except Exception:
             log.exception("queueing events failed")
 
@@ -166,21 +206,53 @@ class Recorder:
     def write(self, batch: Batch) -> None:
         """Record one batch: one GET of the job, then one request per event not yet recorded."""
         job = self.api.get_job(batch.kind, batch.namespace, batch.name)
+        deleted = False
         if job is None:
-            job = self._deleted_by_ttl(batch)
+            job, deleted = self._deleted_by_ttl(batch), True
         if job is None or (job.get("metadata") or {}).get("uid") != batch.uid:
-            entry = {"event": "events-skipped", "namespace": batch.namespace, "name": batch.name}
-            log.warning(json.dumps({**entry, "reason": "no job with the request's uid on the apiserver"}))
+            _log("events-skipped", batch, reason="no job with the request's uid on the apiserver")
+            metrics.record_dropped_events("no-such-job", len(batch.events))
             return
+        if not deleted and spec_digest(job) != batch.spec:
+            _log("events-skipped", batch, reason="the request's spec is not the apiserver's")
+            metrics.record_dropped_events("spec-differs", len(batch.events))
+            return
+        metrics.count_confirmed(job, batch.transitions)
         for event in batch.events:
-            if event.about_child and not self._take_token(batch.uid, event.type):
-                entry = {"event": "event-rate-limited", "name": batch.name, "reason": event.reason}
-                log.info(json.dumps({**entry, "namespace": batch.namespace}))
+            if event.validation and not self._fails_validation(job, event):
+                _log("event-skipped", batch, reason="the apiserver's copy does not fail validation so")
+                metrics.record_dropped_events("not-justified")
+                continue
+            if not self._allowed(batch.uid, event):
                 continue
             try:
                 self._record(job, event)
             except Exception:
                 log.exception("recording %s for %s/%s failed", event.reason, batch.namespace, batch.name)
+
+    @staticmethod
+    def _fails_validation(job: Json, event: Event) -> bool:
+        """Whether validating `job` (the apiserver's copy) implies `event`, message and all."""
+        admission = admit(job)
+        if admission.managed_elsewhere or admission.checks.ok:
+            return False
+        return invalid(str(job["kind"]), admission.checks.message) == event
+
+    def _allowed(self, uid: str, event: Event) -> bool:
+        """Take a token for `event` from its job's bucket, then from the process's; log a refusal."""
+        now = self.clock()
+        key = (uid, event.type) if event.about_child else (uid, "job")
+        if not self.buckets.take(key, now):
+            reason = "job-limit"
+        elif not self.process.take(None, now):
+            reason = "process-limit"
+        else:
+            return True
+        log.info(
+            json.dumps({"event": "event-rate-limited", "uid": uid, "reason": event.reason, "by": reason})
+        )
+        metrics.record_dropped_events(reason)
+        return False
 
     def _deleted_by_ttl(self, batch: Batch) -> Json | None:
         """The job as its events name it if a TTL deletion recorded deleting it (see record_deletion)."""
@@ -196,21 +268,12 @@ class Recorder:
         the request thread and before the delete, so that every writer finding the job gone afterwards
         can tell it was real. Never raises: a failure only costs those last events."""
         meta = job["metadata"]
+        event = deleted_job(framework(str(job["kind"])), str(meta["name"]))
         try:
-            self._record(job, deleted_job(framework(str(job["kind"])), str(meta["name"])))
+            if self._allowed(str(meta["uid"]), event):
+                self._record(job, event)
         except Exception:
             log.exception("recording the deletion of %s/%s failed", meta.get("namespace"), meta["name"])
-
-    def _take_token(self, uid: str, event_type: str) -> bool:
-        now = self.clock()
-        tokens, since = self.buckets.get((uid, event_type), (float(SPAM_BURST), now))
-        tokens = min(float(SPAM_BURST), tokens + (now - since).total_seconds() / SPAM_REFILL_SECONDS)
-        allowed = tokens >= 1
-        self.buckets[(uid, event_type)] = (tokens - 1 if allowed else tokens, now)
-        self.buckets.move_to_end((uid, event_type))
-        while len(self.buckets) > self.cache_size:
-            self.buckets.popitem(last=False)
-        return allowed
 
     def _record(self, job: Json, event: Event) -> None:
         body = event_object(job, event, self.clock())

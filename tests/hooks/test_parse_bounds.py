@@ -71,8 +71,8 @@ class Submissions:
     def __init__(self) -> None:
         self.batches: list[object] = []
 
-    def submit(self, parent: object, events: object) -> None:
-        self.batches.append(events)
+    def submit(self, parent: object, events: object, transitions: object) -> None:
+        self.batches.append((events, transitions))
 
 
 def test_an_answer_refused_for_its_size_records_no_event(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hooks.app import create_app
-from hooks.recorder import OCCURRENCE, Batch, Recorder, event_object
+from hooks.recorder import OCCURRENCE, Batch, Recorder, event_object, spec_digest
 from tests.builders import job
 from trainop.job.event import Event
 from trainop.job.settings import Settings
@@ -72,8 +72,9 @@ class FakeEventApi:
         return True
 
 
-def batch(*events: Event, uid: str = "u1") -> Batch:
-    return Batch("PyTorchJob", "ns", "j", uid, events)
+def batch(*events: Event, uid: str = "u1", spec: Json | None = None) -> Batch:
+    """A batch from a sync of JOB (or of JOB with `spec`)."""
+    return Batch("PyTorchJob", "ns", "j", uid, events, spec=spec_digest({"spec": spec or JOB["spec"]}))
 
 
 def recorder(api: FakeEventApi) -> Recorder:
@@ -281,3 +282,72 @@ def test_a_deleted_jobs_record_vouches_for_its_own_uid_only() -> None:
     api.job = None
     rec.write(batch(CREATED, uid="forged"))
     assert [e["message"] for e in api.events.values()] == ["Deleted job: j"]
+
+
+# ---- only what the apiserver's copy justifies ------------------------------------------------------
+def test_nothing_is_recorded_when_the_requests_spec_is_not_the_apiservers() -> None:
+    api = FakeEventApi()
+    forged = {**JOB["spec"], "pytorchReplicaSpecs": {"Evil": {"replicas": 1}}}
+    recorder(api).write(batch(CREATED, spec=forged))
+    assert api.events == {}
+
+
+def invalid_job() -> Json:
+    """JOB with a replica type PyTorchJob does not have, as stored by an apiserver without the webhooks."""
+    out = copy.deepcopy(JOB)
+    out["spec"]["pytorchReplicaSpecs"]["Chief"] = copy.deepcopy(out["spec"]["pytorchReplicaSpecs"]["Master"])
+    return out
+
+
+def failed_validation(parent: Json) -> Event:
+    """The validation failure event the sync of `parent` implies."""
+    from trainop.controller.sync import sync
+
+    [event] = sync(copy.deepcopy(parent), {}, Settings(), NOW).events
+    assert event.validation
+    return event
+
+
+def test_a_validation_failure_is_recorded_when_the_apiservers_copy_fails_the_same_way() -> None:
+    api = FakeEventApi(invalid_job())
+    event = failed_validation(invalid_job())
+    recorder(api).write(batch(event, spec=invalid_job()["spec"]))
+    assert [(e["reason"], e["message"]) for e in api.events.values()] == [(event.reason, event.message)]
+
+
+def test_a_validation_failure_claimed_for_a_job_deleted_by_its_ttl_is_not_recorded() -> None:
+    api = FakeEventApi()
+    rec = recorder(api)
+    rec.record_deletion(JOB)
+    api.job = None  # only the Deleted job event vouches for the uid; there is no spec to compare
+    rec.write(batch(failed_validation(invalid_job()), spec=invalid_job()["spec"]))
+    assert [e["message"] for e in api.events.values()] == ["Deleted job: j"]
+
+
+def test_the_jobs_own_events_are_limited_to_a_burst_of_25_per_job() -> None:
+    api = FakeEventApi()
+    own = [Event("Normal", "PyTorchJobSuspended", f"suspended {i}", f"s{i}", False) for i in range(40)]
+    recorder(api).write(batch(*own))
+    assert len(api.events) == 25
+
+
+def test_every_event_of_the_process_shares_a_burst_of_500_then_10_a_second() -> None:
+    api = FakeEventApi()
+    clock = [NOW]
+    rec = Recorder(api, clock=lambda: clock[0])
+    for i in range(30):  # 30 jobs of 25 events each: 750 offered, within every job's own limit
+        api.job = {**JOB, "metadata": {**JOB["metadata"], "uid": f"u{i}"}}
+        rec.write(batch(*[Event("Normal", "R", f"m{n}", "o") for n in range(25)], uid=f"u{i}"))
+    assert len(api.events) == 500
+    clock[0] = NOW + timedelta(seconds=1)
+    api.job = {**JOB, "metadata": {**JOB["metadata"], "uid": "late"}}
+    rec.write(batch(*[Event("Normal", "R", f"late{n}", "o") for n in range(25)], uid="late"))
+    assert len(api.events) == 510
+
+
+def test_the_deleted_job_event_counts_against_the_jobs_own_limit() -> None:
+    api = FakeEventApi()
+    rec = recorder(api)
+    rec.write(batch(*[Event("Normal", "PyTorchJobSuspended", f"s{i}", f"s{i}", False) for i in range(25)]))
+    rec.record_deletion(JOB)
+    assert "Deleted job: j" not in {e["message"] for e in api.events.values()}

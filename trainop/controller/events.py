@@ -1,7 +1,8 @@
 """The Kubernetes Events a sync implies, as data: Kubeflow's reasons, messages and types, derived from the
 status the hook received versus the one it decided and from the children it observed versus desires.
 
-Each event carries an `occurrence` (trainop.job.event), so a retried or lagging sync implies the same
+Every event is bounded (trainop.job.event); one whose reason is not a word is not implied at all. Each
+event carries an `occurrence` (trainop.job.event), so a retried or lagging sync implies the same
 event again and the recorder writes nothing, while a genuinely new happening is counted. Where
 Kubeflow's controllers differ per kind, the framework says how (trainop.frameworks.base).
 """
@@ -18,7 +19,7 @@ from trainop.controller.observe import Observation
 from trainop.frameworks.base import Framework
 from trainop.job.conditions import find, finished
 from trainop.job.context import JobContext
-from trainop.job.event import NORMAL, WARNING, Event
+from trainop.job.event import NORMAL, WARNING, Event, well_formed
 from trainop.job.observed import SERVICE, Children, ObservedPod
 
 Json = dict[str, Any]
@@ -72,11 +73,11 @@ def derive(obs: Observation, decision: Decision, desired: Sequence[Json]) -> lis
             out += _pod_outcomes(facts)
     out += _children(facts)
     out += _conclusions(facts, before, after)
-    return out
+    return well_formed(out)
 
 
 def invalid(kind: str, message: str) -> Event:
-    return Event(WARNING, f"{kind}FailedValidation", message, "invalid", False)
+    return Event(WARNING, f"{kind}FailedValidation", message, "invalid", False, validation=True)
 
 
 def deleted_job(fw: Framework, name: str) -> Event:
