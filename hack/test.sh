@@ -25,6 +25,7 @@ bash hack/build-control-plane.sh
 bash hack/build-kubeflow.sh  # Kubeflow itself, for tests/differential
 # The real-node tier (tests/e2e_node): kubelet, kube-proxy, CoreDNS, containerd; the examples' images.
 bash hack/build-node.sh
+bash hack/build-kube-router.sh  # the NetworkPolicy enforcer of tests/e2e_node/test_networkpolicy.py
 bash hack/build-training-images.sh
 
 # Every tier and the volume fuzz, each even after another failed (-k), so one run reports them all;

@@ -9,7 +9,17 @@ from typing import Any
 
 import yaml
 
-from tests.api.test_manifests import CHART, applied, find, helm, installed, one, pod_spec, render
+from tests.api.test_manifests import (
+    CHART,
+    applied,
+    find,
+    helm,
+    helm_template,
+    installed,
+    one,
+    pod_spec,
+    render,
+)
 from trainop.install import manifests
 
 Json = dict[str, Any]
@@ -99,6 +109,38 @@ def test_the_chart_lets_the_metrics_scrapers_be_narrowed(helm: tuple[str, Path])
     )
     for name in METRICS_PORTS:
         assert ingress_ports(one(rendered, "NetworkPolicy", name))["metrics"] == [peer]
+
+
+MONITORING_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+
+
+def test_the_manifests_metrics_ports_admit_only_the_monitoring_namespace(installed: list[Json]) -> None:
+    for name in METRICS_PORTS:
+        assert ingress_ports(one(installed, "NetworkPolicy", name))["metrics"] == [MONITORING_PEER]
+
+
+def test_the_charts_metrics_ports_admit_only_the_monitoring_namespace_by_default(
+    helm: tuple[str, Path],
+) -> None:
+    rendered = render(helm)
+    for name in METRICS_PORTS:
+        assert ingress_ports(one(rendered, "NetworkPolicy", name))["metrics"] == [MONITORING_PEER]
+
+
+def test_the_monitoring_namespace_is_a_value(helm: tuple[str, Path]) -> None:
+    rendered = render(helm, "networkPolicy.monitoringNamespace=observability")
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}
+    for name in METRICS_PORTS:
+        assert ingress_ports(one(rendered, "NetworkPolicy", name))["metrics"] == [peer]
+
+
+def test_the_chart_refuses_metrics_open_to_nobody_named_and_says_how_to_fix_it(
+    helm: tuple[str, Path],
+) -> None:
+    result = helm_template(helm, "networkPolicy.monitoringNamespace=")
+    assert result.returncode != 0
+    assert "networkPolicy.monitoringNamespace is empty" in result.stderr
+    assert "networkPolicy.metricsFrom" in result.stderr
 
 
 def test_the_service_monitor_scrapes_the_metrics_port_of_both_services(helm: tuple[str, Path]) -> None:

@@ -18,6 +18,7 @@ from tests.e2e_node.realnode import NODE_BINARIES, NodeControlPlane
 
 NODE_BUILD = REPO / "hack" / "build-node.sh"
 IMAGES_BUILD = REPO / "hack" / "build-training-images.sh"
+KUBE_ROUTER_BUILD = REPO / "hack" / "build-kube-router.sh"
 
 
 def run_build(script: Path, log_dir: Path) -> None:
@@ -41,6 +42,15 @@ def build_node_pieces(log_dir: Path) -> None:
 def build_training_images(log_dir: Path) -> None:
     """The examples' images and the project's, in the layout the tier's registry serves."""
     run_build(IMAGES_BUILD, log_dir)
+
+
+def build_kube_router(log_dir: Path) -> Path:
+    """The NetworkPolicy enforcer (hack/build-kube-router.sh): only test_networkpolicy.py runs it."""
+    run_build(KUBE_ROUTER_BUILD, log_dir)
+    binary = default_bin_dir() / "kube-router"
+    if not os.access(binary, os.X_OK):
+        raise ControlPlaneError(f"{binary} missing after hack/build-kube-router.sh")
+    return binary
 
 
 def prepare(work: Path, *, training_images: bool = False) -> None:

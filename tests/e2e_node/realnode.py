@@ -23,8 +23,9 @@ One real node per machine (the bridge, port 53 on it, iptables chains and the ``
 machine-wide): a lock file serializes runs. Teardown drains the pods through the kubelet, stops every
 process by PID, then removes what may be left: tasks and containers in containerd, shims serving this
 socket, mounts under the run's dirs, network namespaces, the bridge, every ``KUBE-*`` iptables chain
-(kube-proxy's and the kubelet's ``KUBE-KUBELET-CANARY``), empty ``kubepods`` cgroups, and the sysctls it
-changed. The same sweep runs before a start, for what a killed run left behind.
+(kube-proxy's, the kubelet's ``KUBE-KUBELET-CANARY``, the NetworkPolicy enforcer's ``KUBE-ROUTER-*``),
+the enforcer's ipsets, empty ``kubepods`` cgroups, and the sysctls it changed. The same sweep runs before
+a start, for what a killed run left behind.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ REGISTRY_HOSTS = ("docker.io", "ghcr.io")
 HOST_TOOLS = ("containerd", "ctr", "runc", "iptables", "ip6tables", "ip", "conntrack", "umount")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARTITION_COMMENT = "trainop-e2e partition"
+# The enforcer's ipsets (test_networkpolicy.py's kube-router), removed with its KUBE-* chains.
+IPSET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-", "TMP-")
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"}
 # The sandbox hard limits are below containerd's and the kubelet's defaults (docs/build.md#real-node).
 ULIMITS = 'ulimit -n "$(ulimit -Hn)"; ulimit -u 32768; exec "$@"'
@@ -580,6 +583,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         if _run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
             _run("ip", "link", "del", BRIDGE)
         self._remove_kube_chains()
+        self._remove_policy_ipsets()
         self._remove_kubepods_cgroups()
         for key, value in self._saved_sysctls.items():
             with contextlib.suppress(OSError):
@@ -649,6 +653,21 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                     _run(tool, "-t", table, "-X", chain, check=False)
 
     @staticmethod
+    def _policy_ipsets() -> list[str]:
+        """The ipsets of test_networkpolicy.py's enforcer (kube-router's KUBE-SRC-*, KUBE-DST-* and its
+        TMP-* swap sets); none where ipset is not installed."""
+        if not shutil.which("ipset"):
+            return []
+        names = _run("ipset", "list", "-n", check=False).stdout.split()
+        return [n for n in names if n.startswith(IPSET_PREFIXES)]
+
+    @classmethod
+    def _remove_policy_ipsets(cls) -> None:
+        # After the chains: a set that a rule still names cannot be destroyed.
+        for name in cls._policy_ipsets():
+            _run("ipset", "destroy", name, check=False)
+
+    @staticmethod
     def _remove_kubepods_cgroups() -> None:
         for controller in CGROUP_ROOT.iterdir() if CGROUP_ROOT.is_dir() else []:
             top = controller / "kubepods"
@@ -674,6 +693,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                     rules = _run(tool, "-t", table, "-S").stdout.splitlines()
                     chains = [r for r in rules if "KUBE-" in r or PARTITION_COMMENT in r]
                     out += [f"{tool} -t {table}: {c}" for c in chains]
+        out += [f"ipset {name}" for name in self._policy_ipsets()]
         prefixes = [str(p.resolve()) + "/" for p in (self.run_dir, self.containerd_root, self.kubelet_root)]
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             point = line.split()[4]

@@ -9,8 +9,8 @@ example trains. Nothing of the trainop stack runs on the host in this module: it
 (before the session node of the other modules, conftest.py orders it first).
 
 The pod network's bridge plugin does not enforce NetworkPolicy; what is proven here is that the chart's
-policies select the pods the release really runs, so a cluster that enforces them lets Metacontroller
-in and nobody else.
+policies select the pods the release really runs. test_networkpolicy.py enforces them (kube-router's
+policy controller) and proves who may reach which port.
 """
 
 from __future__ import annotations

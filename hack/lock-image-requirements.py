@@ -1,0 +1,113 @@
+"""Writes requirements.lock: what the project's image installs, every version pinned, every wheel hashed.
+
+    python3 hack/lock-image-requirements.py            # rewrite requirements.lock
+    python3 hack/lock-image-requirements.py --check    # exit 1 if the lock is not what would be written
+
+The versions are those installed here, where the test suite ran: the closure of pyproject.toml's runtime
+dependencies and of its build requirement (the image builds the project without build isolation, so
+setuptools is pinned too), with markers evaluated for Linux and Python 3.11 (the image's). The hashes are
+those of the wheels `pip download` picks for the image's platforms (CPython 3.11 on glibc up to the
+image's 2.36, x86_64 and aarch64); the image's pip then installs with --require-hashes, so a changed or
+substituted file fails the build. --check downloads nothing: it compares the pins with the installed
+versions, so a dependency upgraded here without a new lock fails `make check`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata as metadata
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements.lock"
+MARKERS = {"extra": "", "python_version": "3.11", "sys_platform": "linux", "platform_system": "Linux",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython"}  # fmt: skip
+GLIBC = range(17, 37)  # manylinux_2_17 .. manylinux_2_36: Debian bookworm's glibc is 2.36
+ARCHES = ("x86_64", "aarch64")
+HEADER = "# Written by hack/lock-image-requirements.py from the versions the tests ran with; do not edit.\n"
+
+
+def pins() -> dict[str, str]:
+    """name -> installed version, for the closure of the project's runtime and build requirements."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    todo = [
+        Requirement(r) for r in [*project["project"]["dependencies"], *project["build-system"]["requires"]]
+    ]
+    out: dict[str, str] = {}
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in out or (req.marker is not None and not req.marker.evaluate(MARKERS)):
+            continue
+        dist = metadata.distribution(req.name)
+        if not req.specifier.contains(dist.version, prereleases=True):
+            sys.exit(f"{req.name} {dist.version} is installed, but {req} is required: install a matching one")
+        out[name] = dist.version
+        todo += [Requirement(r) for r in dist.requires or []]
+    return dict(sorted(out.items()))
+
+
+def wheel_hashes(name: str, version: str, arch: str) -> set[str]:
+    """sha256 of the wheel pip picks for the image on ``arch`` (a pure-Python wheel on both)."""
+    platforms = [a for n in reversed(GLIBC) for a in ("--platform", f"manylinux_2_{n}_{arch}")]
+    with tempfile.TemporaryDirectory() as dest:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+             "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3",
+             "--abi", "none", *platforms, "--platform", "any", "-d", dest, f"{name}=={version}"],
+            check=True,
+        )  # fmt: skip
+        return {hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(dest).glob("*.whl")}
+
+
+def render(locked: dict[str, str], hashes: dict[str, set[str]]) -> str:
+    lines = [HEADER]
+    for name, version in locked.items():
+        lines.append(
+            f"{name}=={version} \\\n"
+            + " \\\n".join(f"    --hash=sha256:{h}" for h in sorted(hashes[name]))
+            + "\n"
+        )
+    return "".join(lines)
+
+
+def locked_versions(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if "==" in line and not line.startswith((" ", "#")):
+            name, _, version = line.split()[0].partition("==")
+            out[name] = version
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare the lock with the installed versions")
+    args = parser.parse_args()
+    wanted = pins()
+    if args.check:
+        have = locked_versions(LOCK.read_text()) if LOCK.exists() else {}
+        if have != wanted:
+            print(f"{LOCK.name} is stale (locked {have}, installed {wanted}): run "
+                  "python3 hack/lock-image-requirements.py", file=sys.stderr)  # fmt: skip
+            return 1
+        return 0
+    hashes = {
+        name: {h for arch in ARCHES for h in wheel_hashes(name, version, arch)}
+        for name, version in wanted.items()
+    }
+    LOCK.write_text(render(wanted, hashes))
+    print(f"{LOCK.name}: {len(wanted)} packages, {sum(map(len, hashes.values()))} wheel hashes")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
