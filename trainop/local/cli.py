@@ -28,15 +28,15 @@ Json = dict[str, Any]
 
 CONFINEMENT = f"""\
 confinement (docs/local-confinement.md):
-  Every process of the run starts with only these variables of your environment: {", ".join(PASSED)},
-  LC_*; HOME is a folder of its own in the run folder (home/<pod>), HOSTNAME the pod's name, then the
-  container's env. --inherit-env passes your whole environment (tokens and credentials included).
-
-  The replicas share one network namespace with only loopback: they reach each other on 127.0.0.1 as
-  usual, but nothing they listen on (torch's TCPStore and JAX's coordinator bind every interface) is
-  reachable from other machines, and they cannot reach the network either. Where the machine does not
-  allow the namespace (unprivileged user namespaces turned off), the run warns and goes on without it.
-  --host-network runs them in this machine's network on purpose.
+  environment  every process starts with only these of your variables:
+                 {", ".join(PASSED)}, LC_*
+               then HOME (a folder of its own, home/<pod> in the run folder), HOSTNAME (the pod's
+               name) and the container's env. --inherit-env: your whole environment instead.
+  network      the replicas share one network namespace with only loopback: they reach each other on
+               127.0.0.1, nothing they listen on is reachable from other machines (torch's TCPStore
+               and JAX's coordinator bind every interface), and they cannot reach the network. Where
+               the machine refuses the namespace, the run warns and goes on without it.
+               --host-network: this machine's network, on purpose.
 """
 
 
