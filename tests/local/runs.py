@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,18 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "trainop.cli", "run", *args]
 
 
-def env() -> dict[str, str]:
+def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     # `python3` in a job's command must be the interpreter these tests run with (a venv, pyenv, ...).
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, **(extra or {})}
 
 
-def trainop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli(*args), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+def trainop(
+    *args: str, timeout: float = 120, extra_env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cli(*args), cwd=REPO, env=env(extra_env), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def start(*args: str) -> subprocess.Popen[str]:

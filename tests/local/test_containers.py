@@ -187,3 +187,23 @@ class TestMounts:
         assert remap("/a/b/c", mounts) == "/y/c"
         assert remap("/a/c", mounts) == "/x/c"
         assert remap("/ab", mounts) == "/ab"
+
+    def test_sub_path_expr_is_expanded_with_the_container_env(self, tmp_path: Path) -> None:
+        p = pod(
+            args=["/out/result.json"],
+            env=[{"name": "POD", "value": "j-worker-1"}],
+            volumeMounts=[{"name": "out", "mountPath": "/out", "subPathExpr": "runs/$(POD)"}],
+        )
+        site = PodSite(base_dir=tmp_path, volumes={"out": tmp_path / "vol"})
+        plan = plan_container(p, p["spec"]["containers"][0], site, PATH)
+        assert plan.argv[-1] == f"{tmp_path / 'vol' / 'runs' / 'j-worker-1'}/result.json"
+
+    def test_a_sub_path_through_a_symlink_out_of_the_volume_is_refused(self, tmp_path: Path) -> None:
+        volume = tmp_path / "vol"
+        volume.mkdir()
+        (volume / "escape").symlink_to("/etc")
+        p = pod(volumeMounts=[{"name": "cfg", "mountPath": "/cfg", "subPath": "escape"}])
+        site = PodSite(base_dir=tmp_path, volumes={"cfg": volume})
+        with pytest.raises(NotRunnableLocally) as err:
+            plan_container(p, p["spec"]["containers"][0], site, PATH)
+        assert err.value.path == f"{PATH}.volumeMounts[0].subPath"

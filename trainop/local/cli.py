@@ -18,12 +18,31 @@ from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
 from trainop.local.display import Display, LiveDisplay, PlainDisplay, table
 from trainop.local.manifest import ManifestError, as_created, load
+from trainop.local.network import LoopbackNetwork, Unconfined, loopback_network
+from trainop.local.podspec import template_errors
 from trainop.local.runner import EXIT_NOT_RUNNABLE, LocalRun, Options, Outcome, StopRequest
+from trainop.local.sandbox import PASSED
 
 Json = dict[str, Any]
 
 
+CONFINEMENT = f"""\
+confinement (docs/local-confinement.md):
+  environment  every process starts with only these of your variables:
+                 {", ".join(PASSED)}, LC_*
+               then HOME (a folder of its own, home/<pod> in the run folder), HOSTNAME (the pod's
+               name) and the container's env. --inherit-env: your whole environment instead.
+  network      the replicas share one network namespace with only loopback: they reach each other on
+               127.0.0.1, nothing they listen on is reachable from other machines (torch's TCPStore
+               and JAX's coordinator bind every interface), and they cannot reach the network. Where
+               the machine refuses the namespace, the run warns and goes on without it.
+               --host-network: this machine's network, on purpose.
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = CONFINEMENT
     parser.add_argument("file", type=Path, help="a YAML file holding one kubeflow.org/v1 job")
     parser.add_argument(
         "--timeout", type=float, metavar="S", help="stop everything after S seconds and exit 124"
@@ -46,6 +65,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("text", "json"),
         default="text",
         help="json: print the final job object on stdout (progress goes to stderr)",
+    )
+    parser.add_argument(
+        "--inherit-env",
+        action="store_true",
+        help="give every process your whole environment instead of the minimal one below",
+    )
+    parser.add_argument(
+        "--host-network",
+        action="store_true",
+        help="run the replicas in this machine's network instead of a namespace with only loopback",
     )
 
 
@@ -74,12 +103,33 @@ def run(args: argparse.Namespace) -> int:
     if not result.ok:
         print(denial(job, str(args.file), result.message), file=sys.stderr)
         return EXIT_NOT_RUNNABLE
+    pod_errors = template_errors(kind_info(str(job["kind"])), job)
+    if pod_errors:
+        # On a cluster the job is stored, and the apiserver refuses each of its pods with these errors.
+        details = "; ".join(str(p) for p in pod_errors)
+        print(
+            f"error: {args.file}: the apiserver would refuse the pods of {job['kind']} "
+            f'"{job["metadata"].get("name")}": {details}',
+            file=sys.stderr,
+        )
+        return EXIT_NOT_RUNNABLE
+    network = None if args.host_network else confined_network()
     workdir = args.workdir or default_workdir(Path("trainop-runs"), str(job["metadata"]["name"]), now)
-    options = Options(workdir=workdir, timeout=args.timeout, grace=args.grace_period)
+    options = Options(
+        workdir=workdir,
+        timeout=args.timeout,
+        grace=args.grace_period,
+        inherit_env=args.inherit_env,
+        network=network,
+    )
     display: Display = LiveDisplay(out) if out.isatty() else PlainDisplay(out)
     stop = StopRequest()
-    with signals_to(stop):
-        outcome = LocalRun(job, manifest, options, display, stop).run()
+    try:
+        with signals_to(stop):
+            outcome = LocalRun(job, manifest, options, display, stop).run()
+    finally:
+        if network:
+            network.close()
     display.close()
     (workdir / "job.json").write_text(json.dumps(outcome.job, indent=2) + "\n")
     out.write(summary(outcome, workdir))
@@ -88,6 +138,22 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(outcome.job, indent=2) + "\n")
         sys.stdout.flush()
     return outcome.code
+
+
+def confined_network() -> LoopbackNetwork | None:
+    """The run's loopback-only namespace, or None after a warning that says why there is none."""
+    try:
+        return loopback_network()
+    except Unconfined as exc:
+        for line in (
+            f"WARNING: the replicas will share this machine's network: {exc}.",
+            "WARNING: what they listen on (torch's TCPStore and JAX's coordinator bind every interface, "
+            "without authentication) is reachable from other machines while the job runs.",
+            "WARNING: allow user namespaces to confine them, "
+            "or pass --host-network to run this way on purpose.",
+        ):
+            print(line, file=sys.stderr)
+        return None
 
 
 def denial(job: Json, source: str, message: str) -> str:

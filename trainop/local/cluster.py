@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +20,9 @@ from trainop.local.containers import ContainerPlan, PodSite, plan_pod
 from trainop.local.devices import Allocator, detect, requested, visibility_env, with_env
 from trainop.local.errors import template_path
 from trainop.local.kubelet import Event, LocalPod
-from trainop.local.volumes import ConfigMapNotReady, local_dirs, materialize, write_config_map
+from trainop.local.paths import inside, write_file
+from trainop.local.sandbox import Sandbox
+from trainop.local.volumes import DEFAULT_MODE, ConfigMapNotReady, local_dirs, materialize, write_config_map
 
 Json = dict[str, Any]
 
@@ -65,7 +66,7 @@ class LocalCluster:
     info: KindInfo
     base_dir: Path
     workdir: Path
-    inherited: Mapping[str, str]
+    sandbox: Sandbox
     grace: float
     pods: dict[str, LocalPod] = field(default_factory=dict)
     # Deleted pods whose processes have not all exited yet; a same-named pod waits for them.
@@ -97,7 +98,7 @@ class LocalCluster:
         for pod in new:
             name = str(pod["metadata"]["name"])
             try:
-                materialize(pod, self.config_maps(), self._dirs(pod))
+                materialize(pod, self.config_maps(), self._dirs(pod), template_path(self.info, pod))
             except ConfigMapNotReady:
                 continue
             grant = self.devices.allocate(name, requested(pod))
@@ -107,7 +108,8 @@ class LocalCluster:
             self.unscheduled.pop(name, None)
             visible = with_env(pod, visibility_env(self.devices.inventory, grant))
             init, main = plans[name] if visible is pod else self._plan(visible)
-            self.pods[name] = LocalPod(visible, init, main, self.logs_dir, self.inherited)
+            env = self.sandbox.environment(name, self._own(pod, "home"))
+            self.pods[name] = LocalPod(visible, init, main, self.logs_dir, env, self.sandbox.enter)
             events.append(Event(name, "", "created"))
         for name in [n for n in self.pods if n not in wanted]:
             gone = self.pods.pop(name)
@@ -131,8 +133,11 @@ class LocalCluster:
         return plan_pod(pod, site, template_path(self.info, pod))
 
     def _dirs(self, pod: Json) -> dict[str, Path]:
-        name = str(pod["metadata"]["name"])
-        return local_dirs(pod, self.workdir / "volumes" / name, template_path(self.info, pod))
+        return local_dirs(pod, self._own(pod, "volumes"), template_path(self.info, pod))
+
+    def _own(self, pod: Json, folder: str) -> Path:
+        """The pod's own folder under `folder` of the run (its volumes, its home)."""
+        return inside(self.workdir, folder, str(pod["metadata"]["name"]), field="metadata.name")
 
     def _apply_objects(self, desired: list[Json]) -> set[str]:
         """Store desired non-pod children as observed; returns the names of ConfigMaps whose data changed."""
@@ -160,20 +165,23 @@ class LocalCluster:
 
     def _write_config_map(self, config_map: Json) -> None:
         # For people reading the run afterwards; pods read their own copies under volumes/.
-        folder = self.workdir / "configmaps" / str(config_map["metadata"]["name"])
+        name = str(config_map["metadata"]["name"])
+        folder = inside(self.workdir, "configmaps", name, field=f"ConfigMap {name}: metadata.name")
         folder.mkdir(parents=True, exist_ok=True)
         for key, value in (config_map.get("data") or {}).items():
-            (folder / key).write_text(str(value))
+            file = inside(folder, key, field=f"ConfigMap {name}: data[{key}]")
+            write_file(file, str(value), DEFAULT_MODE)
 
     def _refresh_volumes(self, names: set[str]) -> None:
         # kubelet updates mounted ConfigMaps in place (MPI's discover_hosts.sh changes as workers start).
         for pod in self.pods.values():
             spec = pod.desired.get("spec") or {}
-            for volume in spec.get("volumes") or []:
+            path = template_path(self.info, pod.desired)
+            for i, volume in enumerate(spec.get("volumes") or []):
                 source = volume.get("configMap")
                 if source and source.get("name") in names:
                     target = self._dirs(pod.desired)[str(volume.get("name"))]
-                    write_config_map(source, self.config_maps(), target)
+                    write_config_map(source, self.config_maps(), target, f"{path}.volumes[{i}].configMap")
 
     # ---- kubelet ------------------------------------------------------------------------------------
     def step(self, now: float) -> list[Event]:

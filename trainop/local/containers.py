@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainop.local.errors import NotRunnableLocally
+from trainop.local.paths import inside
 
 Json = dict[str, Any]
 
@@ -38,7 +39,8 @@ class ContainerPlan:
     name: str
     argv: list[str]
     cwd: Path
-    # Only the container's own variables; the process inherits trainop's environment under them.
+    # Only the container's own variables; the process gets the run's base environment under them
+    # (trainop.local.sandbox).
     env: dict[str, str]
 
 
@@ -57,8 +59,8 @@ def plan_pod(pod: Json, site: PodSite, path: str) -> tuple[list[ContainerPlan], 
 
 
 def plan_container(pod: Json, container: Json, site: PodSite, path: str) -> ContainerPlan:
-    mounts = _mounts(container, site, path)
     env = resolve_env(pod, container, site, path)
+    mounts = _mounts(container, site, path, env)
     env = {k: remap(v, mounts) for k, v in env.items()}
     command = [str(x) for x in container.get("command") or []]
     if not command:
@@ -155,7 +157,7 @@ def expand(value: str, env: Mapping[str, str]) -> str:
     return "".join(out)
 
 
-def _mounts(container: Json, site: PodSite, path: str) -> dict[str, Path]:
+def _mounts(container: Json, site: PodSite, path: str, env: Mapping[str, str]) -> dict[str, Path]:
     mounts: dict[str, Path] = {}
     for i, mount in enumerate(container.get("volumeMounts") or []):
         volume = site.volumes.get(str(mount.get("name")))
@@ -164,7 +166,11 @@ def _mounts(container: Json, site: PodSite, path: str) -> dict[str, Path]:
                 f"{path}.volumeMounts[{i}].name",
                 f"Not found: no volume named {mount.get('name')!r} in the pod",
             )
-        mounts[str(mount.get("mountPath", "")).rstrip("/")] = volume / str(mount.get("subPath") or "")
+        # kubelet expands subPathExpr with the container's variables, then holds it inside the volume.
+        expr = bool(mount.get("subPathExpr"))
+        sub = expand(str(mount["subPathExpr"]), env) if expr else str(mount.get("subPath") or "")
+        field = f"{path}.volumeMounts[{i}].{'subPathExpr' if expr else 'subPath'}"
+        mounts[str(mount.get("mountPath", "")).rstrip("/")] = inside(volume, sub, field=field)
     return mounts
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 from trainop.api.times import timestamp
 from trainop.local.containers import LOOPBACK, ContainerPlan
+from trainop.local.paths import inside
 from trainop.local.process import ContainerProcess, Exit
 
 Json = dict[str, Any]
@@ -104,7 +105,9 @@ class LocalPod:
     init_plans: list[ContainerPlan]
     plans: list[ContainerPlan]
     logs_dir: Path
-    inherited: Mapping[str, str]
+    # What every container starts with under its own env (trainop.local.sandbox), and what it runs first.
+    environment: Mapping[str, str]
+    enter: Callable[[], None] | None = None
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
     deleted_at: datetime | None = None
@@ -115,8 +118,14 @@ class LocalPod:
     ended_mono: float | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.init = [Container(p, self.log_path(p.name), init=True) for p in self.init_plans]
-        self.main = [Container(p, self.log_path(p.name)) for p in self.plans]
+        self.init = [
+            Container(p, self.log_path(p.name, f"spec.initContainers[{i}].name"), init=True)
+            for i, p in enumerate(self.init_plans)
+        ]
+        self.main = [
+            Container(p, self.log_path(p.name, f"spec.containers[{i}].name"))
+            for i, p in enumerate(self.plans)
+        ]
 
     @property
     def name(self) -> str:
@@ -126,8 +135,8 @@ class LocalPod:
     def restart_policy(self) -> str:
         return str(self.desired["spec"].get("restartPolicy") or "Always")
 
-    def log_path(self, container: str) -> Path:
-        return self.logs_dir / self.name / f"{container}.log"
+    def log_path(self, container: str, field: str) -> Path:
+        return inside(self.logs_dir, self.name, f"{container}.log", field=field)
 
     def containers(self) -> list[Container]:
         return self.init + self.main
@@ -185,7 +194,7 @@ class LocalPod:
             c.restart_count += 1
             c.last = c.terminated()
             c.restart_at = None
-        c.process = ContainerProcess(c.plan, c.log_path, self.inherited)
+        c.process = ContainerProcess(c.plan, c.log_path, self.environment, self.enter)
         c.started_at, c.finished_at = datetime.now(UTC), None
         c.process.start()
         if c.process.exit is not None:

@@ -11,11 +11,12 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainop.local.containers import ContainerPlan
+from trainop.local.paths import open_log
 
 # containerd's exit code and reason for a container whose command could not be started.
 START_ERROR_CODE = 128
@@ -62,10 +63,19 @@ class Exit:
 
 
 class ContainerProcess:
-    def __init__(self, plan: ContainerPlan, log_path: Path, inherited: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        plan: ContainerPlan,
+        log_path: Path,
+        environment: Mapping[str, str],
+        enter: Callable[[], None] | None = None,
+    ) -> None:
         self.plan = plan
         self.log_path = log_path
-        self.inherited = inherited
+        # The variables under the container's own, and what the new process runs before its command
+        # (joining the run's network namespace): trainop.local.sandbox.
+        self.environment = environment
+        self.enter = enter
         self._popen: subprocess.Popen[bytes] | None = None
         self.exit: Exit | None = None
         self._term_deadline: float | None = None
@@ -76,8 +86,8 @@ class ContainerProcess:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**self.inherited, **self.plan.env}
-        with self.log_path.open("ab") as log:
+        env = {**self.environment, **self.plan.env}
+        with open(open_log(self.log_path), "ab") as log:
             try:
                 self._popen = subprocess.Popen(
                     self.plan.argv,
@@ -87,9 +97,11 @@ class ContainerProcess:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=self.enter,
                 )
-            except OSError as exc:
-                message = f"failed to start {self.plan.argv[0]!r}: {exc.strerror or exc}"
+            except (OSError, subprocess.SubprocessError) as exc:
+                detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                message = f"failed to start {self.plan.argv[0]!r}: {detail}"
                 log.write(f"trainop: {message}\n".encode())
                 self.exit = Exit(START_ERROR_CODE, "StartError", message)
 

@@ -27,6 +27,8 @@ from trainop.local.errors import NotRunnableLocally
 from trainop.local.kubelet import Event, LocalPod
 from trainop.local.logs import LogFollower, prefix, replica_name
 from trainop.local.manifest import Manifest
+from trainop.local.network import LoopbackNetwork
+from trainop.local.sandbox import PASSED, Sandbox
 
 Json = dict[str, Any]
 
@@ -46,6 +48,10 @@ class Options:
     timeout: float | None = None
     grace: float = 5.0
     poll: float = 0.2
+    # The user's whole environment for every process instead of the minimal one (trainop.local.sandbox).
+    inherit_env: bool = False
+    # The namespace every process of the run joins; None: this machine's network.
+    network: LoopbackNetwork | None = None
 
 
 @dataclass
@@ -89,9 +95,8 @@ class LocalRun:
         self.info: KindInfo = kind_info(str(job["kind"]))
         self.name = str(job["metadata"]["name"])
         self.settings = Settings(addresses=LocalAddresses(ports.allocate(self.info, job)), wait_for_dns=False)
-        self.cluster = LocalCluster(
-            self.info, manifest.base_dir, options.workdir, dict(os.environ), options.grace
-        )
+        sandbox = Sandbox(dict(os.environ), options.inherit_env, options.network)
+        self.cluster = LocalCluster(self.info, manifest.base_dir, options.workdir, sandbox, options.grace)
         self.followers: dict[Path, LogFollower] = {}
         self.rows: dict[str, Row] = {}
         self.announced: set[tuple[str, str]] = set()
@@ -105,6 +110,7 @@ class LocalRun:
         self.options.workdir.mkdir(parents=True, exist_ok=True)
         self.display.event(f"{self.info.kind} {self.name}: logs in {self.cluster.logs_dir}")
         self.display.event("images are ignored: every container runs its command on this machine")
+        self.display.event(_confinement(self.options))
         try:
             while True:
                 outcome = self._tick(time.monotonic())
@@ -224,6 +230,20 @@ class LocalRun:
         self._refresh_rows()
         rows = [self.rows[k] for k in sorted(self.rows)]
         self.display.status(rows, f"{self.info.kind} {self.name}: {_state(self.job)}")
+
+
+def _confinement(options: Options) -> str:
+    network = (
+        f"one network namespace with only loopback (set up in {options.network.setup_seconds * 1000:.0f} ms)"
+        if options.network
+        else "this machine's network (other machines can reach what they listen on)"
+    )
+    env = (
+        "your whole environment"
+        if options.inherit_env
+        else f"only {', '.join(PASSED)}, LC_* from your environment, and a HOME in the run folder"
+    )
+    return f"the replicas share {network}; they get {env}"
 
 
 def _row(job_name: str, pod: LocalPod, now: float) -> Row:

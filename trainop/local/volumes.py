@@ -1,13 +1,17 @@
-"""Pod volumes as local directories: ConfigMaps written out as files, emptyDirs made, hostPaths used as is."""
+"""Pod volumes as local directories: ConfigMaps written out as files, emptyDirs made, hostPaths used as is.
+
+Every directory and file made here is inside the pod's own folder of the run (trainop.local.paths); a
+hostPath names a directory of this machine on purpose and is used, never written to.
+"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from trainop.local.errors import NotRunnableLocally
+from trainop.local.paths import inside, write_file
 
 Json = dict[str, Any]
 
@@ -27,7 +31,7 @@ def local_dirs(pod: Json, root: Path, path: str) -> dict[str, Path]:
         if "hostPath" in volume:
             out[name] = Path(str((volume["hostPath"] or {}).get("path", "")))
         elif "emptyDir" in volume or "configMap" in volume:
-            out[name] = root / name
+            out[name] = inside(root, name, field=f"{path}.volumes[{i}].name")
         else:
             kind = next((k for k in volume if k != "name"), "source")
             raise NotRunnableLocally(
@@ -38,18 +42,19 @@ def local_dirs(pod: Json, root: Path, path: str) -> dict[str, Path]:
     return out
 
 
-def materialize(pod: Json, config_maps: Mapping[str, Json], dirs: Mapping[str, Path]) -> None:
+def materialize(pod: Json, config_maps: Mapping[str, Json], dirs: Mapping[str, Path], path: str) -> None:
     """Create the emptyDirs and write the ConfigMaps of `pod` into the directories `local_dirs` chose."""
-    for volume in (pod.get("spec") or {}).get("volumes") or []:
+    for i, volume in enumerate((pod.get("spec") or {}).get("volumes") or []):
         target = dirs[str(volume.get("name"))]
         if "emptyDir" in volume:
             target.mkdir(parents=True, exist_ok=True)
         elif "configMap" in volume:
-            write_config_map(volume["configMap"] or {}, config_maps, target)
+            write_config_map(volume["configMap"] or {}, config_maps, target, f"{path}.volumes[{i}].configMap")
 
 
-def write_config_map(source: Json, config_maps: Mapping[str, Json], target: Path) -> None:
-    """Write the selected keys of a ConfigMap into `target`, with the modes the volume asks for."""
+def write_config_map(source: Json, config_maps: Mapping[str, Json], target: Path, path: str) -> None:
+    """Write the selected keys of a ConfigMap into `target`, with the modes the volume asks for; `path` is
+    the volume source's field, for errors."""
     config_map = config_maps.get(str(source.get("name")))
     if config_map is None:
         if source.get("optional"):
@@ -60,16 +65,13 @@ def write_config_map(source: Json, config_maps: Mapping[str, Json], target: Path
     default_mode = int(source.get("defaultMode") or DEFAULT_MODE)
     items = source.get("items") or [{"key": k, "path": k} for k in data]
     target.mkdir(parents=True, exist_ok=True)
-    for item in items:
+    for j, item in enumerate(items):
         key = str(item.get("key"))
         if key not in data:
             continue
-        file = target / str(item.get("path") or key)
+        file = inside(target, str(item.get("path") or key), field=f"{path}.items[{j}].path")
         file.parent.mkdir(parents=True, exist_ok=True)
-        if file.exists() and file.read_text() == data[key]:
+        if file.is_file() and file.read_text() == data[key]:
             continue
-        # Files may be read-only (mode 0444); replace instead of writing in place.
-        tmp = file.with_name(f".{file.name}.tmp")
-        tmp.write_text(data[key])
-        os.chmod(tmp, int(item.get("mode") or default_mode))
-        os.replace(tmp, file)
+        # Files may be read-only (mode 0444): write_file replaces them instead of writing in place.
+        write_file(file, data[key], int(item.get("mode") or default_mode))

@@ -1,0 +1,117 @@
+"""`trainop run` confined like a pod, through the real CLI: a job the apiserver would refuse writes nothing,
+the user's environment stays with the user, and the replicas' listeners are out of reach of other machines."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.local.helpers import eventually, listen, non_loopback_ipv4, reaches, wait_for_port
+from tests.local.runs import REPO, cli, env, replica, start, trainop, write_job
+
+PT = "PyTorchJob"
+TEMPLATE = "spec.pytorchReplicaSpecs[Master].template.spec"
+SHOW_ENV = ["sh", "-c", 'echo "token=${TRAINOP_TEST_TOKEN:-unset} home=$HOME"; touch "$HOME/written"']
+# Connects to the master over the addresses the operator injected and prints what the master answered.
+DIAL_MASTER = [
+    sys.executable,
+    "-c",
+    "import os, socket, time\n"
+    "while True:\n"
+    "    try:\n"
+    "        c = socket.create_connection((os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT'])))\n"
+    "        break\n"
+    "    except OSError:\n"
+    "        time.sleep(0.1)\n"
+    "print('reached', c.recv(64).decode(), flush=True)\n"
+    "time.sleep(600)\n",
+]
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_job_whose_pods_the_apiserver_refuses_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    master = replica(PT, ["sh", "-c", "echo hi"])
+    spec = master["template"]["spec"]
+    spec["containers"].append({"name": "../../../outside/log", "image": "x", "command": ["true"]})
+    items = [{"key": "a", "path": "/abs"}, {"key": "b", "path": "../x"}]
+    spec["volumes"] = [
+        {"name": "cfg", "configMap": {"name": "t-config", "items": items}},
+        {"name": "../../../outside-dir", "emptyDir": {}},
+    ]
+    job = write_job(tmp_path, PT, Master=master)
+    result = trainop(str(job), "--workdir", str(tmp_path / "run"))
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.startswith(f'error: {job}: the apiserver would refuse the pods of PyTorchJob "t": ')
+    for fragment in (
+        f'{TEMPLATE}.volumes[0].configMap.items[0].path: Invalid value: "/abs": must be a relative path',
+        f"{TEMPLATE}.volumes[0].configMap.items[1].path: Invalid value: \"../x\": must not contain '..'",
+        f'{TEMPLATE}.volumes[1].name: Invalid value: "../../../outside-dir": a lowercase RFC 1123 label',
+        f'{TEMPLATE}.containers[1].name: Invalid value: "../../../outside/log": a lowercase RFC 1123 label',
+    ):
+        assert fragment in result.stderr
+    assert listing(tmp_path) == ["job.yaml"]
+
+
+def test_the_users_environment_does_not_reach_the_pods_and_home_is_in_the_run_folder(tmp_path: Path) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, SHOW_ENV))
+    token = {"TRAINOP_TEST_TOKEN": "dummy-token"}
+    result = trainop(str(job), "--workdir", str(tmp_path / "run"), extra_env=token)
+    assert result.returncode == 0, result.stdout + result.stderr
+    home = tmp_path / "run" / "home" / "t-master-0"
+    assert f"[master-0] token=unset home={home}" in result.stdout
+    assert (home / "written").exists()
+
+
+def test_inherit_env_gives_the_pods_the_users_whole_environment(tmp_path: Path) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, SHOW_ENV))
+    token = {"TRAINOP_TEST_TOKEN": "dummy-token", "HOME": str(tmp_path)}
+    result = trainop(str(job), "--workdir", str(tmp_path / "run"), "--inherit-env", extra_env=token)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"[master-0] token=dummy-token home={tmp_path}" in result.stdout
+
+
+@pytest.mark.parametrize(("flags", "reachable"), [((), False), (("--host-network",), True)])
+def test_a_replicas_listener_on_every_interface_is_out_of_reach_unless_host_network(
+    tmp_path: Path, flags: tuple[str, ...], reachable: bool
+) -> None:
+    addresses = non_loopback_ipv4()
+    assert addresses, "this test needs the machine to have a non-loopback IPv4 address to probe"
+    token = uuid.uuid4().hex
+    # The master listens on 0.0.0.0:MASTER_PORT, as torch's TCPStore does; the worker dials it.
+    master = replica(PT, listen(tmp_path / "port", token, "$(MASTER_PORT)"))
+    job = write_job(tmp_path, PT, Master=master, Worker=replica(PT, DIAL_MASTER))
+    proc = start(str(job), "--workdir", str(tmp_path / "run"), "--grace-period", "1", *flags)
+    try:
+        port = wait_for_port(tmp_path / "port")
+        worker_log = tmp_path / "run" / "logs" / "t-worker-0" / "pytorch.log"
+        assert eventually(lambda: worker_log.exists() and f"reached {token}" in worker_log.read_text())
+        assert {a: reaches(a, port, token) for a in addresses} == {a: reachable for a in addresses}
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stdout
+
+
+def test_where_the_machine_refuses_a_namespace_the_run_warns_why_and_goes_on(tmp_path: Path) -> None:
+    # A user namespace in which no further user or network namespace may be made: a machine that forbids them.
+    forbid = (
+        "echo 0 > /proc/sys/user/max_user_namespaces && echo 0 > /proc/sys/user/max_net_namespaces "
+        '&& exec "$@"'
+    )
+    job = write_job(tmp_path, PT, Master=replica(PT, ["sh", "-c", "echo trained"]))
+    argv = ["unshare", "--user", "--map-root-user", "sh", "-c", forbid, "sh"]
+    argv += cli(str(job), "--workdir", str(tmp_path / "run"))
+    result = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING: the replicas will share this machine's network: the kernel refused" in result.stderr
+    assert "No space left on device" in result.stderr
+    assert "[master-0] trained" in result.stdout
