@@ -43,13 +43,16 @@ class LocalCluster:
     # Deleted pods whose processes have not all exited yet; a same-named pod waits for them.
     terminating: dict[str, LocalPod] = field(default_factory=dict)
     objects: dict[str, dict[str, Json]] = field(default_factory=dict)
+    # ConfigMaps of the job's own file (its scripts): present before the job, as `kubectl apply` of the
+    # file creates them, and never reported to the hook as children of the job.
+    given_config_maps: Mapping[str, Json] = field(default_factory=dict)
 
     @property
     def logs_dir(self) -> Path:
         return self.workdir / "logs"
 
     def config_maps(self) -> dict[str, Json]:
-        return self.objects.get("ConfigMap.v1", {})
+        return {**self.given_config_maps, **self.objects.get("ConfigMap.v1", {})}
 
     # ---- apply --------------------------------------------------------------------------------------
     def apply(self, desired: list[Json], now: float) -> list[Event]:

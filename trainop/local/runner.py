@@ -90,7 +90,12 @@ class LocalRun:
         self.name = str(job["metadata"]["name"])
         self.settings = Settings(addresses=LocalAddresses(ports.allocate(self.info, job)), wait_for_dns=False)
         self.cluster = LocalCluster(
-            self.info, manifest.base_dir, options.workdir, dict(os.environ), options.grace
+            self.info,
+            manifest.base_dir,
+            options.workdir,
+            dict(os.environ),
+            options.grace,
+            given_config_maps=manifest.config_maps,
         )
         self.followers: dict[Path, LogFollower] = {}
         self.rows: dict[str, Row] = {}
