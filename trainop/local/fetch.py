@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.client import HTTPMessage
+from http.client import HTTPMessage, HTTPResponse
 from pathlib import Path
 from typing import IO
 
@@ -49,7 +49,7 @@ def fetch(
     deadline = time.monotonic() + timeout
     try:
         with opener.open(urllib.request.Request(url, headers={"Accept": "*/*"}), timeout=timeout) as response:
-            body = _read_bounded(response, response.headers, max_bytes, deadline, timeout)
+            body = _read_bounded(response, max_bytes, deadline, timeout)
     except FetchError:
         raise
     except urllib.error.HTTPError as exc:
@@ -110,10 +110,8 @@ class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def _read_bounded(
-    response: IO[bytes], headers: HTTPMessage, max_bytes: int, deadline: float, timeout: float
-) -> bytes:
-    length = headers.get("Content-Length")
+def _read_bounded(response: HTTPResponse, max_bytes: int, deadline: float, timeout: float) -> bytes:
+    length = response.headers.get("Content-Length")
     if length and length.isdigit() and int(length) > max_bytes:
         raise FetchError(f"the file is {int(length)} bytes, more than the {max_bytes} a job file may have")
     chunks: list[bytes] = []
@@ -121,7 +119,8 @@ def _read_bounded(
     while True:
         if time.monotonic() > deadline:
             raise FetchError(f"no complete answer within {timeout:g} s")
-        chunk = response.read(CHUNK)
+        # read1: at most one read of the socket, so a server dripping bytes meets the deadline.
+        chunk = response.read1(CHUNK)
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
