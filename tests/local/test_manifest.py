@@ -173,6 +173,11 @@ def test_a_url_of_another_scheme_is_refused_not_read_as_a_path() -> None:
         load("ftp://host/job.yaml")
 
 
+def test_a_ca_file_for_something_other_than_a_url_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="--ca-file applies to an https URL only"):
+        load("example:pytorch", ca_file=tmp_path / "ca.pem")
+
+
 def test_created_jobs_get_what_the_apiserver_fills_in() -> None:
     written = job("PyTorchJob", "mnist", Master=1)
     del written["metadata"]["namespace"], written["metadata"]["uid"]

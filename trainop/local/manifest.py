@@ -46,6 +46,10 @@ class Manifest:
 def load(source: str | Path, ca_file: Path | None = None) -> Manifest:
     """`source` as the user wrote it: `example:NAME`, an https URL, or a path."""
     text = str(source)
+    if ca_file is not None and not is_url(text):
+        raise ManifestError(
+            f"{text}: --ca-file applies to an https URL only; drop it for a file or an example"
+        )
     if text.startswith(EXAMPLE_PREFIX):
         try:
             document = example(text.removeprefix(EXAMPLE_PREFIX)).document
