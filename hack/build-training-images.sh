@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
-# push and build_example are called indirectly through step and logged.
+# push and build_framework are called indirectly through step and logged.
 # shellcheck disable=SC2317,SC2329
-# Builds the examples' images from examples/Dockerfile, unchanged (one per folder, as its README says:
-# `docker build --build-arg EXAMPLE=<folder> -t trainop-examples/<folder>:latest examples/`), and the
-# project's image (hack/build-image.sh), into the OCI layout the real-node tier's registry serves:
+# Builds the examples' generic images from training-images/Dockerfile, unchanged (one per framework
+# folder, as its header says: `docker build --build-arg FRAMEWORK=<folder> -t
+# trainop-examples/<folder>:latest training-images/`), and the project's image (hack/build-image.sh), into
+# the OCI layout the real-node tier's registry serves:
 #   ${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}/images/oci
 # as trainop-examples/<folder>:latest and library/trainop:<tag> (so `image: trainop-examples/pytorch:latest`
 # in a pod resolves to docker.io/trainop-examples/pytorch:latest, which containerd pulls from there).
+# The images hold no script: each example of trainop/examples/ mounts its own from a ConfigMap.
 #
 # The FROM python:3.11-slim and buildah setup are hack/build-image.sh's (a Debian-made equivalent in its
 # own podman storage); the RUN steps get the host's CA bundle (pip) and apt sources (the mpi example's
 # apt-get) bind-mounted, so neither ends up in an image. An image is rebuilt only when the Dockerfile,
-# its example folder or the base image changed (a stamp per example holds the inputs' hash). Layers are
+# its framework folder or the base image changed (a stamp per image holds the inputs' hash). Layers are
 # pushed zstd-compressed (level 1): ~20x faster than buildah's default gzip on the 6 GB torch image.
 #
-#   hack/build-training-images.sh [example...]      # default: every folder of examples/ with a job YAML
+#   hack/build-training-images.sh [framework...]    # default: every folder of training-images/
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}"
 LAYOUT="$CACHE/images/oci"
 STAMPS="$CACHE/images/stamps"
 LOGS="$CACHE/logs"
-# A stamp per example and one for the project's image: the inputs' hash or the image reference they hold.
+# A stamp per framework image and one for the project's image: the inputs' hash or the image reference they hold.
 STAMP_PREFIX="$STAMPS/"
 IMAGE_CACHE="${TRAINOP_IMAGE_CACHE:-$HOME/.cache/trainop-image}"
 HOST_CA="/etc/ssl/certs/ca-certificates.crt"
@@ -30,14 +32,15 @@ mkdir -p "$LAYOUT" "$STAMPS" "$LOGS"
 . "$REPO/hack/lib/pieces.sh"
 take_lock "$CACHE/.training-images.lock"
 
-examples=("$@")
-if [ "${#examples[@]}" -eq 0 ]; then
-  for d in "$REPO"/examples/*/; do
-    compgen -G "$d*.yaml" >/dev/null && examples+=("$(basename "$d")")
+CONTEXT="$REPO/training-images"
+frameworks=("$@")
+if [ "${#frameworks[@]}" -eq 0 ]; then
+  for d in "$CONTEXT"/*/; do
+    [ -f "${d}requirements.txt" ] && frameworks+=("$(basename "$d")")
   done
 fi
 
-# The project's image, and with it the base image the examples' Dockerfile starts FROM.
+# The project's image, and with it the base image the examples' images start FROM.
 log "project image: hack/build-image.sh (log: $LOGS/build-image.log)"
 if ! APP_REF="$(bash "$REPO/hack/build-image.sh" 2>"$LOGS/build-image.log")"; then
   tail -n 40 "$LOGS/build-image.log" >&2
@@ -46,7 +49,7 @@ fi
 export CONTAINERS_CONF="$IMAGE_CACHE/containers.conf" CONTAINERS_STORAGE_CONF="$IMAGE_CACHE/storage.conf"
 BASE_ID="$(podman image inspect --format '{{.Id}}' docker.io/library/python:3.11-slim)"
 
-# Apt sources for the mpi example's `apt-get install openmpi-bin`: the base image has none.
+# Apt sources for the mpi image's `apt-get install openmpi-bin`: the base image has none.
 APT_MOUNTS=()
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do
   [ -f "$f" ] && APT_MOUNTS+=(-v "$f:$f:ro")
@@ -71,16 +74,16 @@ else
     --drop-prefix "library/trainop:src-" --keep "library/trainop:$APP_TAG"
 fi
 
-build_example() { # example inputs-hash image-ref
-  cd "$REPO/examples"
+build_framework() { # framework inputs-hash image-ref
+  cd "$CONTEXT"
   buildah bud --pull=never --isolation chroot -v "$HOST_CA:$HOST_CA:ro" "${APT_MOUNTS[@]}" \
-    --build-arg "EXAMPLE=$1" --label "org.trainop.inputs=$2" -f Dockerfile -t "$3" .
+    --build-arg "FRAMEWORK=$1" --label "org.trainop.inputs=$2" -f Dockerfile -t "$3" .
   push "$3" "trainop-examples/$1:latest"
 }
 
-for ex in "${examples[@]}"; do
-  [ -d "$REPO/examples/$ex" ] || { echo "no folder examples/$ex" >&2; exit 2; }
-  hash="$( { echo "base $BASE_ID"; cd "$REPO/examples" && find Dockerfile "$ex" -type f ! -path '*/__pycache__/*' \
+for ex in "${frameworks[@]}"; do
+  [ -f "$CONTEXT/$ex/requirements.txt" ] || { echo "no training-images/$ex/requirements.txt" >&2; exit 2; }
+  hash="$( { echo "base $BASE_ID"; cd "$CONTEXT" && find Dockerfile "$ex" -type f ! -path '*/__pycache__/*' \
              -print0 | sort -z | xargs -0 sha256sum; } | sha256sum)"
   hash="${hash:0:16}"
   ref="docker.io/trainop-examples/$ex:latest"
@@ -90,7 +93,7 @@ for ex in "${examples[@]}"; do
     continue
   fi
   log "building $ref (log: $LOGS/image-$ex.log)"
-  logged "image-$ex" build_example "$ex" "$hash" "$ref"
+  logged "image-$ex" build_framework "$ex" "$hash" "$ref"
   if [ "$RC" -eq 0 ]; then
     write_stamp "$ex" "$hash"
     log "$ref built and pushed (${ELAPSED}s, $(podman image inspect --format '{{.Size}}' "$ref") bytes)"

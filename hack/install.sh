@@ -16,6 +16,6 @@ if ! command -v openssl >/dev/null; then
 fi
 
 "$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-PYTHON="$PYTHON" bash examples/install.sh
+PYTHON="$PYTHON" bash hack/install-examples.sh
 # pyenv exposes new console scripts (`trainop`) through shims made by a rehash.
 if command -v pyenv >/dev/null; then pyenv rehash || true; fi

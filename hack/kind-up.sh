@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The production path on a local kind cluster, for machines with Docker (needs docker, kind, kubectl, helm):
 #   bash hack/kind-up.sh
-# 1. builds the operator's image (the Dockerfile) and the PyTorch example's image with docker;
+# 1. builds the operator's image (the Dockerfile) and the generic PyTorch image (training-images/) with docker;
 # 2. creates the kind cluster $KIND_CLUSTER (default "trainop") unless it exists, and loads both images;
 # 3. installs (or upgrades) the chart with its Metacontroller dependency into $TRAINOP_NAMESPACE;
-# 4. applies examples/pytorch/pytorchjob.yaml and waits until the job Succeeded (or fails, with its pods).
+# 4. applies `trainop examples show pytorch` (its script's ConfigMap, then the job) and waits until the job
+#    Succeeded (or fails, with its pods).
 # Remove it all with `kind delete cluster --name trainop`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ for tool in docker kind kubectl helm; do
 done
 
 docker build -t "$IMAGE" .
-docker build --build-arg EXAMPLE=pytorch -t "$EXAMPLE_IMAGE" examples/
+docker build --build-arg FRAMEWORK=pytorch -t "$EXAMPLE_IMAGE" training-images/
 
 # No `kind get clusters | grep -q`: grep stops reading early and pipefail would fail on kind's SIGPIPE.
 clusters="$(kind get clusters 2>/dev/null)"
@@ -37,7 +38,8 @@ helm upgrade --install trainop charts/trainop --kube-context "$CONTEXT" \
   --namespace "$NAMESPACE" --create-namespace --set image.tag="$VERSION" --wait --timeout 5m
 
 kubectl --context "$CONTEXT" delete pytorchjob "$JOB" --ignore-not-found --wait
-sed "s#image: trainop-examples/pytorch:latest#image: $EXAMPLE_IMAGE#" examples/pytorch/pytorchjob.yaml \
+"${PYTHON:-python3}" -m trainop.cli examples show pytorch \
+  | sed "s#image: trainop-examples/pytorch:latest#image: $EXAMPLE_IMAGE#" \
   | kubectl --context "$CONTEXT" apply -f -
 
 # The newest condition is the job's state (Created, Running, Restarting, Succeeded, Failed).

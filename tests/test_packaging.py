@@ -62,3 +62,46 @@ def test_every_module_and_the_package_data_are_in_the_wheel(wheel: zipfile.ZipFi
     sources = {str(f.relative_to(REPO)) for p in PACKAGES for f in (REPO / p).rglob("*.py")}
     assert sources - names == set()
     assert "trainop/install/schemas/pod_template_spec.json" in names
+
+
+def test_the_examples_are_in_the_wheel(wheel: zipfile.ZipFile) -> None:
+    shipped = {
+        str(f.relative_to(REPO))
+        for f in (REPO / "trainop" / "examples").rglob("*")
+        if f.is_file() and "__pycache__" not in f.parts
+    }
+    assert {"trainop/examples/pytorch/job.yaml", "trainop/examples/pytorch/train.py"} <= shipped
+    assert shipped - set(wheel.namelist()) == set()
+
+
+def test_the_installed_package_lists_shows_and_runs_its_examples_with_no_clone(
+    wheel: zipfile.ZipFile, tmp_path: Path
+) -> None:
+    site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    wheel.extractall(site)
+    elsewhere.mkdir()
+    # The interpreter's own `python3` first on PATH, as for a job's command; only the wheel's trainop.
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(site),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+
+    def trainop(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "trainop.cli", *args],
+            cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    where = subprocess.run(
+        [sys.executable, "-c", "import trainop.examples as e; print(e.__file__)"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert Path(where.stdout.strip()).is_relative_to(site)
+    listed = trainop("examples")
+    assert listed.returncode == 0 and "pytorch  " in listed.stdout, listed.stderr
+    shown = trainop("examples", "show", "tensorflow")
+    assert shown.returncode == 0 and "kind: ConfigMap" in shown.stdout, shown.stderr
+    ran = trainop("run", "example:tensorflow", "--workdir", str(tmp_path / "run"), "--timeout", "90")
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert "job Succeeded" in ran.stdout

@@ -11,7 +11,7 @@ from tests.builders import container, job, replica, with_run_policy
 from trainop.admission.defaults import apply_defaults
 from trainop.install.schema import schema_errors
 
-EXAMPLES = sorted(Path(__file__).resolve().parents[2].glob("examples/*/*job.yaml"))
+EXAMPLES = sorted(Path(__file__).resolve().parents[2].glob("trainop/examples/*/job.yaml"))
 
 
 def messages(obj: dict) -> list[str]:

@@ -1,4 +1,5 @@
-"""Every kind's example job from examples/<framework>/ on the cluster: admitted, defaulted, Succeeded."""
+"""Every kind's packaged example job (trainop/examples/<framework>/) on the cluster: admitted, defaulted,
+Succeeded."""
 
 from __future__ import annotations
 

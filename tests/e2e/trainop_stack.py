@@ -53,7 +53,7 @@ BUILD_SCRIPT = REPO / "hack" / "build-control-plane.sh"
 CRDS_DIR = REPO / "manifests" / "crds"
 WEBHOOK_CONFIGS = REPO / "manifests" / "webhookconfigurations.yaml"
 COMPOSITE_CONTROLLERS = REPO / "manifests" / "compositecontrollers.yaml"
-EXAMPLES = REPO / "examples"
+EXAMPLES = REPO / "trainop" / "examples"
 REQUIRED_BINARIES = (*CONTROL_PLANE_BINARIES, "kubectl")
 
 GROUP = "kubeflow.org"
@@ -157,7 +157,8 @@ def job(
 
 
 def example_job(kind: str, annotations: dict[str, str]) -> dict[str, Any]:
-    """The ``kind`` job from ``examples/<framework>/*.yaml`` with kwok annotations on every replica template.
+    """The ``kind`` job from ``trainop/examples/<framework>/job.yaml`` with kwok annotations on every replica
+    template (kwok fakes the pods, so the script's ConfigMap is not needed).
 
     Falls back to a builder job (one replica per type) while a kind has no example yet, so that kind is
     still covered; ``metadata.annotations["e2e/source"]`` says which one was used.

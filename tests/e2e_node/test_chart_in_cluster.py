@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from chart import packaged_chart
 from controlplane import ControlPlaneError, default_bin_dir
-from trainop_stack import EXAMPLES, Namespace
+from trainop_stack import Namespace
 
 from tests.builders import job
 from tests.e2e_node.builds import prepare, running
@@ -37,6 +37,7 @@ from tests.e2e_node.incluster import ChartImages, InClusterRelease, load_chart_i
 from tests.e2e_node.realnode import NODE_NAME, NodeControlPlane
 from tests.image.conftest import PACKAGES, work_tree_hashes
 from tests.image.test_image import INSTALLED_HASHES
+from trainop.examples import example
 
 RELEASE, NAMESPACE = "trainop", "trainop-system"
 SERVERS = ("hooks", "webhooks")
@@ -290,8 +291,7 @@ def test_metacontroller_calls_the_hooks_service_and_the_tensorflow_example_train
     assert {cc["spec"]["hooks"]["sync"]["webhook"]["url"] for cc in controllers} == {
         f"http://{RELEASE}-hooks.{NAMESPACE}/sync"
     }
-    (path,) = sorted((EXAMPLES / "tensorflow").glob("*.yaml"))
-    ns.kubectl("apply", "-f", str(path))
+    ns.apply(example("tensorflow").document)  # `trainop examples show tensorflow | kubectl apply -f -`
     ns.wait_for("tfjobs/tf-rendezvous", "Succeeded", timeout=300)
     logs = ns.kubectl("logs", "tf-rendezvous-worker-0").stdout
     match = re.search(r"worker:0 heard from ps:0, worker:1", logs)

@@ -1,6 +1,6 @@
 """The unchanged Kubeflow SDK (``kubeflow-training`` 1.9.4) on the real node: ``TrainingClient`` creates
-the PyTorch example as a PyTorchJob, waits for it, and ``get_job_logs`` returns the real training's
-output from the master's container."""
+the PyTorch example as a PyTorchJob (its script's ConfigMap applied first), waits for it, and
+``get_job_logs`` returns the real training's output from the master's container."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import re
 
 import pytest
 import yaml
-from trainop_stack import EXAMPLES, Namespace
+from trainop_stack import Namespace
 
 from tests.e2e_node.realnode import RealNodeStack
+from trainop.examples import example as packaged
 
 
 @pytest.mark.usefixtures("training_images")
@@ -25,13 +26,26 @@ def test_training_client_trains_and_returns_the_training_logs(
             KubeflowOrgV1RunPolicy,
             TrainingClient,
         )
-        from kubernetes.client import V1Container, V1EnvVar, V1ObjectMeta, V1PodSpec, V1PodTemplateSpec
+        from kubernetes.client import (
+            V1ConfigMapVolumeSource,
+            V1Container,
+            V1EnvVar,
+            V1ObjectMeta,
+            V1PodSpec,
+            V1PodTemplateSpec,
+            V1Volume,
+            V1VolumeMount,
+        )
     except ImportError as e:  # never skip: a missing SDK is a broken test environment
         pytest.fail(f"the Kubeflow SDK is not installed ({e}); pip install kubeflow-training==1.9.4")
 
-    # The example's own container (image, command, env), expressed through the SDK's models.
-    example = yaml.safe_load((EXAMPLES / "pytorch" / "pytorchjob.yaml").read_text())
-    (container,) = example["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    # The example's own container (image, command, env, the script's mount), expressed through the
+    # SDK's models; the ConfigMap holding the script is applied as the example's file has it.
+    config_map, example = (d for d in yaml.safe_load_all(packaged("pytorch").document) if d)
+    ns.apply(config_map)
+    pod = example["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    (container,) = pod["containers"]
+    ((mount,), (volume,)) = container["volumeMounts"], pod["volumes"]
 
     def replica_spec(replicas: int) -> KubeflowOrgV1ReplicaSpec:
         return KubeflowOrgV1ReplicaSpec(
@@ -45,8 +59,19 @@ def test_training_client_trains_and_returns_the_training_logs(
                             image=container["image"],
                             command=container["command"],
                             env=[V1EnvVar(name=e["name"], value=e["value"]) for e in container["env"]],
+                            volume_mounts=[
+                                V1VolumeMount(
+                                    name=mount["name"], mount_path=mount["mountPath"], read_only=True
+                                )
+                            ],
                         )
-                    ]
+                    ],
+                    volumes=[
+                        V1Volume(
+                            name=volume["name"],
+                            config_map=V1ConfigMapVolumeSource(name=volume["configMap"]["name"]),
+                        )
+                    ],
                 )
             ),
         )

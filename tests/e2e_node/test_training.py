@@ -1,5 +1,6 @@
-"""Real distributed training through the operator: every example of examples/ applied unchanged with
-``kubectl apply -f``, its pods real containers of the image built from examples/Dockerfile, to
+"""Real distributed training through the operator: every packaged example (trainop/examples/) applied
+as a user does, ``trainop examples show NAME | kubectl apply -f -`` (its script's ConfigMap, then the job),
+its pods real containers of the framework's generic image built from training-images/Dockerfile, to
 ``Succeeded`` with the training's own success line in ``kubectl logs``.
 
 The job goes through everything a cluster has: our admission webhooks, Metacontroller calling our sync
@@ -12,14 +13,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from trainop_stack import EXAMPLES, KINDS, Namespace
+from trainop_stack import KINDS, Namespace
 
 from tests.e2e_node.realnode import RealNodeStack
+from trainop.examples import example as packaged
 
 # A 2-core machine runs every rank at once; the first pull of the 6 GB torch image adds ~2 min.
 JOB_TIMEOUT = 600.0
@@ -64,9 +65,11 @@ EXAMPLE_RESULTS = [
 ]
 
 
-def example_file(folder: str) -> tuple[Path, dict[str, Any]]:
-    (path,) = sorted((EXAMPLES / folder).glob("*.yaml"))
-    return path, yaml.safe_load(path.read_text())
+def example_document(name: str) -> tuple[str, dict[str, Any]]:
+    """What `trainop examples show NAME` prints, and the job in it."""
+    document = packaged(name).document
+    (job,) = [d for d in yaml.safe_load_all(document) if d and d["kind"] in KINDS]
+    return document, job
 
 
 def plural(obj: dict[str, Any]) -> str:
@@ -87,11 +90,11 @@ def job_logs(ns: Namespace, job: str) -> str:
 def test_example_trains_to_its_target(
     ns: Namespace, example: Example, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path, obj = example_file(example.folder)
+    document, obj = example_document(example.folder)
     name = obj["metadata"]["name"]
     ref = f"{plural(obj)}/{name}"
-    # Exactly what a user runs: the file as it is in the repository.
-    ns.kubectl("apply", "-f", str(path))
+    # Exactly what a user runs: `trainop examples show NAME | kubectl apply -f -`.
+    ns.apply(document)
     try:
         ns.wait_for(ref, "Succeeded", timeout=JOB_TIMEOUT)
     except AssertionError as e:
@@ -112,9 +115,9 @@ def test_a_job_whose_replicas_cannot_reach_each_other_fails_instead_of_hanging(
     # The TensorFlow example unchanged, on a pod network that refuses its TF_CONFIG port (2222): each
     # task gives up after the rendezvous' own 120 s timeout and exits non-zero, and with restartPolicy
     # Never the failed worker fails the job.
-    path, obj = example_file("tensorflow")
+    document, obj = example_document("tensorflow")
     with node_stack.node.partition(int(KINDS["TFJob"]["port"][1])):
-        ns.kubectl("apply", "-f", str(path))
+        ns.apply(document)
         ns.wait_for(f"tfjobs/{obj['metadata']['name']}", "Failed", timeout=300)
     state = ns.get("pod/tf-rendezvous-worker-0")["status"]["containerStatuses"][0]["state"]["terminated"]
     assert state["exitCode"] != 0

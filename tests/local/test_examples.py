@@ -1,5 +1,6 @@
-"""The examples under examples/ train for real through `trainop run`: every rank takes part and the
-accuracy each YAML states is reached. Frameworks that cannot be installed here prove their rendezvous."""
+"""The packaged examples (trainop/examples/) train for real through `trainop run`, their scripts mounted
+from the ConfigMap of their own document: every rank takes part and the accuracy each YAML states is
+reached. Frameworks that cannot be installed here prove their rendezvous."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pytest
 import yaml
 
 from tests.local.runs import REPO, trainop
+from trainop.examples import example as packaged
 from trainop.frameworks import kind_info
 
 Json = dict[str, Any]
-EXAMPLES = REPO / "examples"
 
 
 def require(*modules: str) -> None:
@@ -25,19 +26,18 @@ def require(*modules: str) -> None:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            pytest.fail(f"{module} is not installed ({exc}); run examples/install.sh")
+            pytest.fail(f"{module} is not installed ({exc}); run hack/install-examples.sh")
 
 
 def local_copy(example: str, tmp_path: Path, **env: str) -> tuple[Path, Json]:
-    """The example's job, run from its own folder, with result locations added to every container."""
-    source = next((EXAMPLES / example).glob("*job.yaml"))
-    job = yaml.safe_load(source.read_text())
+    """The example's document (the script's ConfigMap, then the job) with result locations added to
+    every container."""
+    config_map, job = (d for d in yaml.safe_load_all(packaged(example).document) if d)
     for rspec in job["spec"][kind_info(job["kind"]).replica_field].values():
         for container in rspec["template"]["spec"]["containers"]:
-            container["workingDir"] = str(source.parent)
             container["env"] = [*container.get("env", []), *({"name": k, "value": v} for k, v in env.items())]
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(job))
+    path.write_text(yaml.safe_dump_all([config_map, job]))
     return path, job
 
 
@@ -97,7 +97,7 @@ def test_jax_processes_form_one_group_and_fit_the_model(tmp_path: Path) -> None:
 
 def test_mpi_launcher_runs_every_rank_through_the_hostfile(tmp_path: Path) -> None:
     require("mpi4py", "sklearn")
-    assert shutil.which("mpirun"), "Open MPI (mpirun) is not installed; run examples/install.sh mpi"
+    assert shutil.which("mpirun"), "Open MPI (mpirun) is not installed; run hack/install-examples.sh mpi"
     path, job = local_copy("mpi", tmp_path, RESULT_PATH=str(tmp_path / "result.json"))
     result = trainop(str(path), "--workdir", str(tmp_path / "run"), "--timeout", "240", timeout=300)
     assert result.returncode == 0, result.stdout[-4000:]
@@ -134,3 +134,12 @@ def test_paddle_pods_all_reach_the_master(tmp_path: Path) -> None:
     assert set(results) == set(pods)
     assert [results[p]["leader"] for p in pods] == [True, False, False]
     assert all(r["roster"] == pods for r in results.values())
+
+
+def test_a_packaged_example_runs_by_its_name_with_no_file(tmp_path: Path) -> None:
+    result = trainop("example:tensorflow", "--workdir", str(tmp_path / "run"), "--timeout", "90", timeout=120)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "job Succeeded" in result.stdout
+    # The script came from the ConfigMap of the example's document, mounted into each pod's folder.
+    mounted = tmp_path / "run" / "volumes" / "tf-rendezvous-worker-0" / "example" / "rendezvous.py"
+    assert mounted.read_text() == (REPO / "trainop" / "examples" / "tensorflow" / "rendezvous.py").read_text()

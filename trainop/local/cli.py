@@ -43,7 +43,18 @@ confinement (docs/local-confinement.md):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = CONFINEMENT
-    parser.add_argument("file", type=Path, help="a YAML file holding one kubeflow.org/v1 job")
+    parser.add_argument(
+        "file",
+        metavar="FILE|URL|example:NAME",
+        help="a YAML file, or an https URL of one, holding one kubeflow.org/v1 job and the ConfigMaps it "
+        "mounts; or example:NAME, one of `trainop examples` (plain http only from localhost)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        type=Path,
+        metavar="PEM",
+        help="trust only these CA certificates for an https URL (default: the system's, or SSL_CERT_FILE)",
+    )
     parser.add_argument(
         "--timeout", type=float, metavar="S", help="stop everything after S seconds and exit 124"
     )
@@ -81,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     out: TextIO = sys.stderr if args.output == "json" else sys.stdout
     try:
-        manifest = load(args.file)
+        manifest = load(args.file, args.ca_file)
     except ManifestError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_NOT_RUNNABLE

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,13 +76,16 @@ class LocalCluster:
     devices: Allocator = field(default_factory=lambda: Allocator(detect()))
     # Pods that could not get their devices yet: Pending, as kube-scheduler keeps them.
     unscheduled: dict[str, UnscheduledPod] = field(default_factory=dict)
+    # ConfigMaps of the job's own file (its scripts): present before the job, as `kubectl apply` of the
+    # file creates them, and never reported to the hook as children of the job.
+    given_config_maps: Mapping[str, Json] = field(default_factory=dict)
 
     @property
     def logs_dir(self) -> Path:
         return self.workdir / "logs"
 
     def config_maps(self) -> dict[str, Json]:
-        return self.objects.get("ConfigMap.v1", {})
+        return {**self.given_config_maps, **self.objects.get("ConfigMap.v1", {})}
 
     # ---- apply --------------------------------------------------------------------------------------
     def apply(self, desired: list[Json], now: float) -> list[Event]:

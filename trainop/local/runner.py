@@ -96,7 +96,14 @@ class LocalRun:
         self.name = str(job["metadata"]["name"])
         self.settings = Settings(addresses=LocalAddresses(ports.allocate(self.info, job)), wait_for_dns=False)
         sandbox = Sandbox(dict(os.environ), options.inherit_env, options.network)
-        self.cluster = LocalCluster(self.info, manifest.base_dir, options.workdir, sandbox, options.grace)
+        self.cluster = LocalCluster(
+            self.info,
+            manifest.base_dir,
+            options.workdir,
+            sandbox,
+            options.grace,
+            given_config_maps=manifest.config_maps,
+        )
         self.followers: dict[Path, LogFollower] = {}
         self.rows: dict[str, Row] = {}
         self.announced: set[tuple[str, str]] = set()

@@ -2,8 +2,8 @@
 # Install what the examples need to run with `trainop run`, for the given frameworks (default: all).
 # Idempotent: a framework that already imports is skipped, so CI on a prepared machine costs seconds.
 #
-#   examples/install.sh                 # everything
-#   examples/install.sh pytorch xgboost # just these
+#   hack/install-examples.sh                 # everything
+#   hack/install-examples.sh pytorch xgboost # just these
 #
 # Costs measured on a 2-core CI machine (download / install):
 #   pytorch  torch from PyPI: the Linux wheel needs the CUDA runtime wheels even on CPU (`--no-deps`
@@ -40,6 +40,6 @@ for framework in "${frameworks[@]}"; do
       has mpi4py || pip_install mpi4py
       ;;
     tensorflow | paddle | mxnet) ;;
-    *) echo "install.sh: unknown framework '$framework'" >&2; exit 2 ;;
+    *) echo "install-examples.sh: unknown framework '$framework'" >&2; exit 2 ;;
   esac
 done
