@@ -14,8 +14,11 @@ from types import FrameType
 from typing import Any, TextIO
 
 from trainop.admission.admit import admit
+from trainop.extensions.placement import Placement
 from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
+from trainop.local.devices import Allocator, InventoryError
+from trainop.local.devices import detect as detect_devices
 from trainop.local.display import Display, LiveDisplay, PlainDisplay, table
 from trainop.local.manifest import ManifestError, as_created, load
 from trainop.local.network import LoopbackNetwork, Unconfined, loopback_network
@@ -83,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give every process your whole environment instead of the minimal one below",
     )
     parser.add_argument(
+        "--share-devices",
+        action="store_true",
+        help="let pods share accelerators (default: each device goes to one pod at a time, and a pod "
+        "that cannot get its devices stays Pending, as on a cluster)",
+    )
+    parser.add_argument(
         "--host-network",
         action="store_true",
         help="run the replicas in this machine's network instead of a namespace with only loopback",
@@ -124,6 +133,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_RUNNABLE
+    try:
+        inventory = detect_devices()
+    except InventoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNABLE
+    if placement_annotations(job):
+        print(f"notice: {PLACEMENT_NOTICE}", file=sys.stderr)
     network = None if args.host_network else confined_network()
     workdir = args.workdir or default_workdir(Path("trainop-runs"), str(job["metadata"]["name"]), now)
     options = Options(
@@ -132,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         grace=args.grace_period,
         inherit_env=args.inherit_env,
         network=network,
+        devices=Allocator(inventory, share=args.share_devices),
     )
     display: Display = LiveDisplay(out) if out.isatty() else PlainDisplay(out)
     stop = StopRequest()
@@ -149,6 +166,16 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(outcome.job, indent=2) + "\n")
         sys.stdout.flush()
     return outcome.code
+
+
+PLACEMENT_NOTICE = (
+    "the job's trainop.dev/placement rules are ignored: every pod of a local run is on this machine"
+)
+
+
+def placement_annotations(job: Json) -> list[str]:
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    return sorted(k for k in annotations if Placement().owns(k))
 
 
 def confined_network() -> LoopbackNetwork | None:

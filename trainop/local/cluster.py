@@ -18,7 +18,7 @@ from typing import Any
 from trainop.api.kinds import KindInfo
 from trainop.api.times import timestamp
 from trainop.local.containers import ContainerPlan, PodSite, plan_pod
-from trainop.local.devices import Allocator, detect, requested, visibility_env, with_env
+from trainop.local.devices import Allocator, Inventory, requested, visibility_env, with_env
 from trainop.local.errors import template_path
 from trainop.local.kubelet import Event, LocalPod
 from trainop.local.paths import inside, write_file
@@ -73,7 +73,7 @@ class LocalCluster:
     # Deleted pods whose processes have not all exited yet; a same-named pod waits for them.
     terminating: dict[str, LocalPod] = field(default_factory=dict)
     objects: dict[str, dict[str, Json]] = field(default_factory=dict)
-    devices: Allocator = field(default_factory=lambda: Allocator(detect()))
+    devices: Allocator = field(default_factory=lambda: Allocator(Inventory()))
     # Pods that could not get their devices yet: Pending, as kube-scheduler keeps them.
     unscheduled: dict[str, UnscheduledPod] = field(default_factory=dict)
     # ConfigMaps of the job's own file (its scripts): present before the job, as `kubectl apply` of the

@@ -22,6 +22,7 @@ from trainop.job.conditions import finished, is_true
 from trainop.job.settings import Settings
 from trainop.local import ports
 from trainop.local.cluster import LocalCluster
+from trainop.local.devices import Allocator, detect
 from trainop.local.display import Display, Row
 from trainop.local.errors import NotRunnableLocally
 from trainop.local.kubelet import Event, LocalPod
@@ -52,6 +53,8 @@ class Options:
     inherit_env: bool = False
     # The namespace every process of the run joins; None: this machine's network.
     network: LoopbackNetwork | None = None
+    # This machine's accelerators and who holds them; None: detect them when the run starts.
+    devices: Allocator | None = None
 
 
 @dataclass
@@ -103,6 +106,7 @@ class LocalRun:
             sandbox,
             options.grace,
             given_config_maps=manifest.config_maps,
+            devices=options.devices or Allocator(detect()),
         )
         self.followers: dict[Path, LogFollower] = {}
         self.rows: dict[str, Row] = {}
