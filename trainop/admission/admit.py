@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from trainop.addons.jsonlogs import extension as jsonlogs
 from trainop.admission.defaults import apply_defaults
 from trainop.admission.validation import validate
 from trainop.api import constants as c
@@ -28,9 +29,12 @@ def managed_elsewhere(job: Json) -> bool:
 
 
 def defaulted(job: Json) -> Json:
-    """The job with every default filled in; a job of a kind we do not serve is left for validation."""
+    """The job with every default filled in, ours (annotations) after Kubeflow's; a job of a kind we do
+    not serve is left for validation."""
     kind = job.get("kind")
-    return apply_defaults(job) if isinstance(kind, str) and kind in KINDS else job
+    if not (isinstance(kind, str) and kind in KINDS):
+        return job
+    return jsonlogs.default(apply_defaults(job), jsonlogs.configured_default())
 
 
 @dataclass(frozen=True)

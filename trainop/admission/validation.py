@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from trainop.addons.jsonlogs import extension as jsonlogs
 from trainop.api import constants as c
 from trainop.api.checks import Result, check_enum, check_non_negative, quote_all
 from trainop.api.jsonpath import dig
@@ -50,6 +51,8 @@ SERVICE_BYTES = 700
 def validate(job: Json, old: Json | None = None) -> Result:
     """Validate `job` (CREATE), or the transition `old` -> `job` (UPDATE)."""
     result = Result()
+    if old is None or jsonlogs.annotation(old) != jsonlogs.annotation(job):
+        jsonlogs.validate(job, result)
     if old is not None and dig(old, "spec") == dig(job, "spec") and old.get("kind") == job.get("kind"):
         # Metadata-only updates (labels, finalizers, deletion) must pass even for a job that was
         # admitted before the webhook existed and would fail validation today.
