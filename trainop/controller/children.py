@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainop.addons import jsonlogs
+from trainop.addons.jsonlogs.extension import wants_json
 from trainop.api import constants as c
 from trainop.api.jsonvalues import copy_json
 from trainop.frameworks.base import Framework, master_role_label
@@ -61,7 +63,17 @@ def pod(ctx: JobContext, fw: Framework, rtype: str, index: int) -> Json:
     spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
     out = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
     fw.decorate_pod(ctx, rtype, index, out)
+    if wants_json(ctx.job):
+        own = replica_labels(ctx, rtype, index)
+        jsonlogs.decorate_pod(out, ctx.name, own[c.LABEL_REPLICA_TYPE], own.get(c.LABEL_REPLICA_INDEX))
     return out
+
+
+def addon_children(ctx: JobContext) -> list[Json]:
+    """The children our annotations ask for (none for a job without them)."""
+    if wants_json(ctx.job):
+        return [jsonlogs.config_map(ctx.name, ctx.namespace, base_labels(ctx))]
+    return []
 
 
 def service(ctx: JobContext, rtype: str, index: int) -> Json:

@@ -34,7 +34,9 @@ class Desired:
 
 def desire(obs: Observation, decision: Decision) -> Desired:
     if decision.phase is Phase.SUSPENDED:
-        return Desired(clean(obs.fw.extra_children(obs.ctx, obs.pods, active=False)))
+        return Desired(
+            clean(obs.fw.extra_children(obs.ctx, obs.pods, active=False)) + build.addon_children(obs.ctx)
+        )
     if decision.phase is Phase.FINISHED:
         return _finished(obs, decision)
     return Desired(_active(obs, decision), decision.resync_after_seconds)
@@ -67,6 +69,7 @@ def _active(obs: Observation, decision: Decision) -> list[Json]:
             if fw.has_services and not (hold and name not in existing):
                 out.append(build.service(ctx, rtype, index))
     out += clean(fw.extra_children(ctx, obs.pods, active=True))
+    out += build.addon_children(ctx)
     if gang:
         out.append(podgroups.pod_group(ctx, observed_group))
     return out
@@ -86,7 +89,8 @@ def _finished(obs: Observation, decision: Decision) -> Desired:
         if policy == "None" or not decision.settled or s["metadata"]["name"] in kept_names
     ]
     children = [as_desired(p.obj) for p in kept] + services
-    children += _unchanged(obs, clean(obs.fw.extra_children(obs.ctx, obs.pods, active=False)))
+    extra = clean(obs.fw.extra_children(obs.ctx, obs.pods, active=False)) + build.addon_children(obs.ctx)
+    children += _unchanged(obs, extra)
     ttl = None if obs.ctx.suspended else ttl_seconds(obs.ctx.run_policy)
     resync, expired = _ttl(ttl, decision.status.get("completionTime"), obs.now)
     if not decision.settled and len(_kept_pods(obs)) < len(obs.pods):

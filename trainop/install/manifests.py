@@ -47,6 +47,10 @@ COMMON_CHILDREN: tuple[ChildType, ...] = (
     ChildType("v1", "pods", "OnDelete"),
     ChildType("v1", "services", "InPlace"),
 )
+# Children our annotations may ask of a job of any kind (trainop.addons): the JSON-logs ConfigMap.
+# Declared for every kind so that such a child is observed, updated and deleted with its job
+# (docs/design.md#child-types-must-be-declared); a job without the annotations has none of them.
+ADDON_CHILDREN: tuple[ChildType, ...] = (ChildType("v1", "configmaps", "InPlace"),)
 # PodGroup children per gang scheduler (trainop.job.settings: "volcano", else a scheduler-plugins name).
 # They are only listed when a gang scheduler is configured: Metacontroller fails the whole controller
 # when a child resource is not served, and neither PodGroup CRD is installed by default.
@@ -63,7 +67,10 @@ def podgroup_child(gang_scheduler: str) -> ChildType | None:
 
 
 def child_resources(info: KindInfo, gang_scheduler: str = "") -> list[Json]:
-    children = [*COMMON_CHILDREN, *info.extra_children]
+    # MPI declares ConfigMaps too: each resource is listed once.
+    ours = {(c.api_version, c.resource) for c in ADDON_CHILDREN}
+    extra = [c for c in info.extra_children if (c.api_version, c.resource) not in ours]
+    children = [*COMMON_CHILDREN, *ADDON_CHILDREN, *extra]
     podgroup = podgroup_child(gang_scheduler)
     if podgroup is not None:
         children.append(podgroup)
