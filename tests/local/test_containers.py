@@ -187,3 +187,14 @@ class TestMounts:
         assert remap("/a/b/c", mounts) == "/y/c"
         assert remap("/a/c", mounts) == "/x/c"
         assert remap("/ab", mounts) == "/ab"
+
+    def test_each_entry_of_a_path_list_variable_moves(self, tmp_path: Path) -> None:
+        volume = tmp_path / "volumes" / "lib"
+        p = pod(
+            volumeMounts=[{"name": "lib", "mountPath": "/opt/lib"}],
+            env=[{"name": "PYTHONPATH", "value": "/opt/lib:/app:/opt/lib/extra"}],
+        )
+        plan = plan_container(
+            p, p["spec"]["containers"][0], PodSite(base_dir=tmp_path, volumes={"lib": volume}), PATH
+        )
+        assert plan.env == {"PYTHONPATH": f"{volume}:/app:{volume}/extra"}
