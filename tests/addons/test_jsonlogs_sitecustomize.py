@@ -144,6 +144,12 @@ def test_each_printed_line_is_one_record_stdout_at_info_stderr_at_warning(mounte
     assert err["pod"] == "mnist-worker-1"
 
 
+def test_text_in_any_script_survives_as_ascii_escaped_json(mounted: Path) -> None:
+    done = run(mounted, 'print("température ✓ 学习")\n')
+    assert done.stdout.isascii()
+    assert [r["message"] for r in records(done.stdout)] == ["température ✓ 学习"]
+
+
 def test_a_line_redrawn_with_carriage_returns_is_one_record_of_its_final_state(mounted: Path) -> None:
     done = run(
         mounted,

@@ -97,7 +97,8 @@ def _install() -> None:
         record = {"time": now(), "level": level, "logger": logger, "message": message}
         record.update(more)
         record.update(identity())
-        return json.dumps(record, default=str, ensure_ascii=False) + "\n"
+        # Escaped to ASCII, so that a stream of any encoding can take it.
+        return json.dumps(record, default=str) + "\n"
 
     def emit(stream: Any, text: str) -> None:
         with lock:
@@ -163,7 +164,11 @@ def _install() -> None:
                         return
                 except ValueError:
                     pass
-            emit(self._real, render(self._level, self._name, text))
+            try:
+                rendered = render(self._level, self._name, text)
+            except Exception:  # a line that cannot be a record is still the program's output
+                rendered = text + "\n"
+            emit(self._real, rendered)
 
         def writelines(self, lines: Any) -> None:
             for one in lines:
