@@ -60,6 +60,7 @@ def _chain() -> None:
 
 
 def _install() -> None:
+    import _thread
     import json
     import logging
     import threading
@@ -273,7 +274,9 @@ def _install() -> None:
     original_showwarning = warnings.showwarning
     # Hooks someone already replaced (the image's sitecustomize) are theirs to keep.
     own_excepthook = sys.excepthook is sys.__excepthook__
-    own_thread_excepthook = threading.excepthook is threading.__excepthook__
+    # threading.__excepthook__ is Python 3.10's; before it the default was _thread's.
+    default_thread_hook = getattr(threading, "__excepthook__", None) or getattr(_thread, "_excepthook", None)
+    own_thread_excepthook = getattr(threading, "excepthook", None) is default_thread_hook is not None
     own_showwarning = original_showwarning is getattr(warnings, "_showwarning_orig", None)
     # Console handlers configured before us (by the image's sitecustomize) will write through the
     # wrappers too, so their lines become records like every other line.
