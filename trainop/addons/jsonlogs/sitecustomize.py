@@ -38,6 +38,8 @@ INTEGER_FIELDS = frozenset(("replica_index", "rank", "local_rank", "world_size")
 # A partial line longer than this is emitted rather than held until its newline arrives.
 MAX_PENDING = 64 * 1024
 INSTALLED = "_trainop_jsonlogs_installed"
+# Seconds a reading of the identity's environment variables is reused.
+IDENTITY_TTL = 1.0
 
 
 def _chain() -> None:
@@ -78,12 +80,19 @@ def _install() -> None:
         t = time.time()
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
+    # Reading the environment took ~80% of a record's cost; a program that sets RANK itself (after
+    # mp.spawn, say) shows it in its records from at most IDENTITY_TTL later.
+    cached: list[Any] = [-IDENTITY_TTL, {}]
+
     def identity() -> dict[str, Any]:
+        if time.monotonic() - cached[0] < IDENTITY_TTL:
+            return cached[1]  # type: ignore[no-any-return]
         fields: dict[str, Any] = {}
         for name, variables in IDENTITY:
             value = next((os.environ[v] for v in variables if os.environ.get(v)), None)
             if value is not None:
                 fields[name] = int(value) if name in INTEGER_FIELDS and value.isdigit() else value
+        cached[:] = [time.monotonic(), fields]
         return fields
 
     def exception(info: tuple[Any, Any, Any]) -> dict[str, Any]:
@@ -94,12 +103,14 @@ def _install() -> None:
             "traceback": "".join(traceback.format_exception(kind, value, tb)).rstrip("\n"),
         }
 
+    # Escaped to ASCII (the default), so that a stream of any encoding can take it.
+    encoder = json.JSONEncoder(default=str)
+
     def render(level: str, logger: str, message: str, **more: Any) -> str:
         record = {"time": now(), "level": level, "logger": logger, "message": message}
         record.update(more)
         record.update(identity())
-        # Escaped to ASCII, so that a stream of any encoding can take it.
-        return json.dumps(record, default=str) + "\n"
+        return encoder.encode(record) + "\n"
 
     def emit(stream: Any, text: str) -> None:
         with lock:
@@ -144,6 +155,8 @@ def _install() -> None:
                 raise TypeError(f"write() argument must be str, not {type(text).__name__}")
             with lock:
                 self._pending += text
+                if "\n" not in text and len(self._pending) <= MAX_PENDING:
+                    return len(text)  # print() writes its arguments, separators and end one by one
                 *complete, self._pending = self._pending.split("\n")
                 if len(self._pending) > MAX_PENDING:
                     complete.append(self._pending)
