@@ -207,3 +207,14 @@ class TestMounts:
         with pytest.raises(NotRunnableLocally) as err:
             plan_container(p, p["spec"]["containers"][0], site, PATH)
         assert err.value.path == f"{PATH}.volumeMounts[0].subPath"
+
+    def test_each_entry_of_a_path_list_variable_moves(self, tmp_path: Path) -> None:
+        volume = tmp_path / "volumes" / "lib"
+        p = pod(
+            volumeMounts=[{"name": "lib", "mountPath": "/opt/lib"}],
+            env=[{"name": "PYTHONPATH", "value": "/opt/lib:/app:/opt/lib/extra"}],
+        )
+        plan = plan_container(
+            p, p["spec"]["containers"][0], PodSite(base_dir=tmp_path, volumes={"lib": volume}), PATH
+        )
+        assert plan.env == {"PYTHONPATH": f"{volume}:/app:{volume}/extra"}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
-from trainop.local.display import Row, table
+from trainop.local.display import LiveDisplay, PlainDisplay, Row, table
 from trainop.local.logs import LogFollower, prefix
 
 
@@ -34,3 +36,53 @@ def test_the_status_table_lines_up_its_columns() -> None:
         "worker-10  Failed (exit 1)  2         1:00:00",
         "PyTorchJob j: Running",
     ]
+
+
+RECORD = {
+    "time": "2026-12-01T13:45:12.345Z",
+    "level": "INFO",
+    "logger": "train",
+    "message": "epoch 1 loss 0.25",
+    "job": "mnist",
+    "pod": "mnist-worker-1",
+}
+
+
+def plain(*lines: str) -> str:
+    out = io.StringIO()
+    display = PlainDisplay(out)
+    for line in lines:
+        display.log("[worker-1]", line)
+    return out.getvalue()
+
+
+def test_a_json_record_is_shown_as_time_level_replica_logger_message() -> None:
+    assert plain(json.dumps(RECORD)) == "13:45:12.345 INFO    [worker-1] train: epoch 1 loss 0.25\n"
+
+
+def test_a_records_traceback_is_shown_indented_under_it() -> None:
+    traceback = 'Traceback (most recent call last):\n  File "train.py", line 3\nValueError: x'
+    record = {**RECORD, "level": "CRITICAL", "logger": "uncaught", "message": "ValueError: x"}
+    shown = plain(json.dumps({**record, "exception": {"type": "ValueError", "traceback": traceback}}))
+    assert shown.splitlines() == [
+        "13:45:12.345 CRITICAL [worker-1] uncaught: ValueError: x",
+        "    Traceback (most recent call last):",
+        '      File "train.py", line 3',
+        "    ValueError: x",
+    ]
+
+
+def test_lines_that_are_not_records_are_shown_as_written() -> None:
+    assert plain("plain text", '{"no": "level"}', "{broken") == (
+        '[worker-1] plain text\n[worker-1] {"no": "level"}\n[worker-1] {broken\n'
+    )
+
+
+def test_a_live_display_paints_warnings_and_keeps_the_column_aligned() -> None:
+    out = io.StringIO()
+    display = LiveDisplay(out)
+    display.log("[w]", json.dumps({**RECORD, "level": "WARNING"}))
+    display.flush()
+    assert (
+        out.getvalue() == "13:45:12.345 \x1b[33mWARNING\x1b[0m \x1b[36m[w]\x1b[0m train: epoch 1 loss 0.25\n"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainop import extensions
 from trainop.api import constants as c
 from trainop.api.jsonvalues import copy_json
 from trainop.frameworks.base import Framework, master_role_label
@@ -61,7 +62,7 @@ def pod(ctx: JobContext, fw: Framework, rtype: str, index: int) -> Json:
     spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
     out = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
     fw.decorate_pod(ctx, rtype, index, out)
-    return out
+    return extensions.decorate_pod(ctx.job, out)
 
 
 def service(ctx: JobContext, rtype: str, index: int) -> Json:

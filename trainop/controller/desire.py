@@ -109,7 +109,8 @@ def _finished(obs: Observation, decision: Decision) -> Desired:
         and (policy == "None" or not decision.settled or s["metadata"]["name"] in kept_names)
     ]
     children = [as_desired(p.obj) for p in kept] + services
-    children += _unchanged(obs, clean(obs.fw.extra_children(obs.ctx, obs.pods, active=False)))
+    extra = clean(obs.fw.extra_children(obs.ctx, obs.pods, active=False))
+    children += _unchanged(obs, extra)
     ttl = None if obs.ctx.suspended else ttl_seconds(obs.ctx.run_policy)
     resync, expired = _ttl(ttl, decision.status.get("completionTime"), obs.now)
     if not decision.settled and len(_kept_pods(obs)) < len(obs.pods):

@@ -16,12 +16,13 @@ from trainop.api.checks import Result
 from trainop.api.kinds import ChildType
 from trainop.extensions.accelerators import Accelerators
 from trainop.extensions.base import PREFIX, Addons, AnnotationDoc, Extension, JobState, annotation_path
+from trainop.extensions.jsonlogs import JsonLogs
 from trainop.extensions.placement import Placement
 from trainop.extensions.tensorboard import TensorBoard
 
 Json = dict[str, Any]
 
-EXTENSIONS: Final[tuple[Extension, ...]] = (Accelerators(), Placement(), TensorBoard())
+EXTENSIONS: Final[tuple[Extension, ...]] = (Accelerators(), Placement(), TensorBoard(), JsonLogs())
 
 README_BEGIN: Final = (
     "<!-- BEGIN annotations: generated from trainop.extensions (python hack/annotations.py) -->"
@@ -89,6 +90,16 @@ def children(job: Json, state: JobState) -> Addons:
         if addons.resync_after_seconds is not None:
             resync.append(addons.resync_after_seconds)
     return Addons(tuple(out), min(resync) if resync else None)
+
+
+def decorate_pod(job: Json, pod: Json) -> Json:
+    """The desired pod with what every applying extension adds to it; `pod` itself when none does."""
+    found = ours(job)
+    for ext in EXTENSIONS:
+        values = _owned(ext, found)
+        if _applies(ext, values):
+            pod = ext.decorate_pod(job, values, pod)
+    return pod
 
 
 def child_types() -> tuple[ChildType, ...]:

@@ -90,3 +90,8 @@ class Extension(ABC):
     def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
         """The children this extension gives the admitted `job` now. Pure: same input, same output."""
         return Addons()
+
+    def decorate_pod(self, job: Json, values: Mapping[str, str], pod: Json) -> Json:
+        """The desired pod of the admitted `job` with what this extension adds to each pod (per-pod
+        values the template cannot hold: the job's child names). Pure: returns a new pod or `pod`."""
+        return pod

@@ -67,7 +67,11 @@ def podgroup_child(gang_scheduler: str) -> ChildType | None:
 
 
 def child_resources(info: KindInfo, gang_scheduler: str = "") -> list[Json]:
-    children = [*COMMON_CHILDREN, *info.extra_children, *extensions.child_types()]
+    children: list[ChildType] = []
+    for child in (*COMMON_CHILDREN, *info.extra_children, *extensions.child_types()):
+        # A resource is listed once (MPI's ConfigMaps are also the JSON-logs extension's).
+        if all((c.api_version, c.resource) != (child.api_version, child.resource) for c in children):
+            children.append(child)
     podgroup = podgroup_child(gang_scheduler)
     if podgroup is not None:
         children.append(podgroup)

@@ -14,6 +14,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from trainop.admission.admit import admit
+from trainop.extensions.jsonlogs import extension as jsonlogs
 from trainop.extensions.placement import Placement
 from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
@@ -75,6 +76,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between SIGTERM and SIGKILL when stopping a pod (default: 5)",
     )
     parser.add_argument(
+        "--log-format",
+        choices=jsonlogs.FORMATS,
+        help=f"json: every Python process of the job logs one JSON object per line, as the annotation "
+        f"{jsonlogs.ANNOTATION} does on a cluster (default: the file's annotation, else "
+        f"${jsonlogs.DEFAULT_ENV}, else text)",
+    )
+    parser.add_argument(
         "--output",
         choices=("text", "json"),
         default="text",
@@ -106,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_NOT_RUNNABLE
     now = datetime.now(UTC)
-    admission = admit(as_created(manifest.job, now))
+    submitted = manifest.job if args.log_format is None else jsonlogs.requested(manifest.job, args.log_format)
+    admission = admit(as_created(submitted, now))
     job = admission.job
     problems = schema_errors(job)
     if problems:

@@ -61,7 +61,7 @@ def plan_pod(pod: Json, site: PodSite, path: str) -> tuple[list[ContainerPlan], 
 def plan_container(pod: Json, container: Json, site: PodSite, path: str) -> ContainerPlan:
     env = resolve_env(pod, container, site, path)
     mounts = _mounts(container, site, path, env)
-    env = {k: remap(v, mounts) for k, v in env.items()}
+    env = {k: remap_list(v, mounts) for k, v in env.items()}
     command = [str(x) for x in container.get("command") or []]
     if not command:
         raise NotRunnableLocally(
@@ -184,6 +184,11 @@ def remap(value: str, mounts: Mapping[str, Path]) -> str:
         if mount_path and (value == mount_path or value.startswith(mount_path + "/")):
             return str(local) + value[len(mount_path) :]
     return value
+
+
+def remap_list(value: str, mounts: Mapping[str, Path]) -> str:
+    """`remap` of each entry of a `:`-separated list (PYTHONPATH, PATH), or of a single path."""
+    return ":".join(remap(part, mounts) for part in value.split(":"))
 
 
 def _cwd(container: Json, site: PodSite, mounts: Mapping[str, Path], path: str) -> Path:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TextIO
+
+from trainop.local.logs import parse_record, readable
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,9 @@ def duration(seconds: float) -> str:
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
+
+# Records at these levels stand out in a live display.
+LEVEL_COLOURS = {"WARNING": "\x1b[33m", "ERROR": "\x1b[31m", "CRITICAL": "\x1b[1;31m"}
 
 HEADER = ("REPLICA", "STATE", "RESTARTS", "ELAPSED")
 
@@ -51,7 +56,12 @@ class PlainDisplay:
         self.out = out
 
     def log(self, prefix: str, line: str) -> None:
-        self.out.write(f"{prefix} {line}\n")
+        record = parse_record(line)
+        if record is None:
+            self.out.write(f"{prefix} {line}\n")
+            return
+        for text in readable(prefix, record):
+            self.out.write(text + "\n")
 
     def event(self, text: str) -> None:
         self.out.write(f"trainop: {text}\n")
@@ -76,7 +86,15 @@ class LiveDisplay:
         self.drawn = 0
 
     def log(self, prefix: str, line: str) -> None:
-        self.pending.append(f"\x1b[36m{prefix}\x1b[0m {line}")
+        record = parse_record(line)
+        if record is None:
+            self.pending.append(f"\x1b[36m{prefix}\x1b[0m {line}")
+            return
+        colour = LEVEL_COLOURS.get(record.level)
+        if colour:
+            # Padded before painting: the escapes would count towards the column's width.
+            record = replace(record, level=f"{colour}{record.level:<7}\x1b[0m")
+        self.pending += readable(f"\x1b[36m{prefix}\x1b[0m", record)
 
     def event(self, text: str) -> None:
         self.pending.append(f"\x1b[2mtrainop: {text}\x1b[0m")

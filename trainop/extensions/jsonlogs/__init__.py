@@ -1,0 +1,177 @@
+"""JSON logs from a job's Python processes: the ConfigMap child and what it changes in every pod.
+
+A job asking for them (`trainop.dev/log-format: json`, see `extension`) gets one ConfigMap child holding
+`sitecustomize.py` (this package's file, standard library only), mounted read-only into every container
+and init container of every pod, its folder first on PYTHONPATH, and the identity each record carries
+as environment variables. A job without the annotation is not touched (docs/json-logs.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from typing import Any, Final
+
+from trainop.api.checks import Result
+from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from trainop.api.kinds import ChildType
+from trainop.extensions.base import COMPONENT_LABEL, Addons, AnnotationDoc, Extension, JobState
+from trainop.extensions.jsonlogs import extension as annotation
+from trainop.extensions.jsonlogs.extension import child_name
+
+Json = dict[str, Any]
+
+VOLUME: Final = "trainop-jsonlogs"
+MOUNT_PATH: Final = "/opt/trainop/jsonlogs"
+MODULE: Final = "sitecustomize.py"
+
+
+@cache
+def sitecustomize_source() -> str:
+    return resources.files(__package__).joinpath(MODULE).read_text(encoding="utf-8")
+
+
+def config_map(job_name: str, namespace: str, labels: dict[str, str]) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": child_name(job_name), "namespace": namespace, "labels": dict(labels)},
+        "data": {MODULE: sitecustomize_source()},
+    }
+
+
+def _field(name: str, path: str) -> Json:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def identity_env(job_name: str, replica_type: str, index: str | None) -> list[Json]:
+    """What every record says about where it comes from. Type and index are the pod's label values."""
+    out = [
+        {"name": "TRAINOP_JOB_NAME", "value": job_name},
+        _field("TRAINOP_NAMESPACE", "metadata.namespace"),
+        _field("TRAINOP_POD_NAME", "metadata.name"),
+        _field("TRAINOP_NODE_NAME", "spec.nodeName"),
+        {"name": "TRAINOP_REPLICA_TYPE", "value": replica_type},
+    ]
+    if index is not None:
+        out.append({"name": "TRAINOP_REPLICA_INDEX", "value": index})
+    return out
+
+
+def with_python_path(env: list[Json]) -> list[Json]:
+    """`env` with MOUNT_PATH first on the container's own PYTHONPATH, which is kept.
+
+    A plain value is prefixed where it is; one from `valueFrom` is referred to by a later definition
+    (`$(PYTHONPATH)`, which kubelet expands from the earlier one)."""
+    out = []
+    found = False
+    for var in env:
+        if var.get("name") == "PYTHONPATH" and "valueFrom" not in var:
+            value = str(var.get("value") or "")
+            var = {**var, "value": f"{MOUNT_PATH}:{value}" if value else MOUNT_PATH}
+            found = True
+        out.append(var)
+    if not found:
+        declared = any(v.get("name") == "PYTHONPATH" for v in env)
+        out.append({"name": "PYTHONPATH", "value": f"{MOUNT_PATH}:$(PYTHONPATH)" if declared else MOUNT_PATH})
+    return out
+
+
+def decorate_pod(pod: Json, job_name: str, replica_type: str, index: str | None) -> None:
+    """Mount the module into every container of `pod` (a desired pod, changed in place)."""
+    spec = pod["spec"]
+    spec["volumes"] = [
+        *(spec.get("volumes") or []),
+        {"name": VOLUME, "configMap": {"name": child_name(job_name)}},
+    ]
+    mount = {"name": VOLUME, "mountPath": MOUNT_PATH, "readOnly": True}
+    identity = identity_env(job_name, replica_type, index)
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            own = [
+                v for v in container.get("env") or [] if v.get("name") not in {e["name"] for e in identity}
+            ]
+            container["env"] = with_python_path([*own, *identity])
+            container["volumeMounts"] = [*(container.get("volumeMounts") or []), dict(mount)]
+
+
+class JsonLogs(Extension):
+    """`trainop.dev/log-format`, in the registry: defaulting and validation from `extension`, the
+    ConfigMap child and the pods' mount and environment from this module."""
+
+    name = "json-logs"
+    child_types = (ChildType("v1", "configmaps", "InPlace"),)
+    docs = (
+        AnnotationDoc(
+            key=annotation.ANNOTATION,
+            value="json, text",
+            effect="json: one JSON object per log line from every Python process of the job (a ConfigMap "
+            "child `<job>-jsonlogs` with a standard-library sitecustomize first on PYTHONPATH, identity "
+            "in the environment; docs/json-logs.md); text: the programs' own output. Defaulted from the "
+            "chart's logging.trainingProcesses.format",
+            example=f"{annotation.ANNOTATION}: json",
+        ),
+    )
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self._env = env
+
+    def _default_format(self) -> str:
+        return (
+            annotation.configured_default() if self._env is None else annotation.configured_default(self._env)
+        )
+
+    def owns(self, key: str) -> bool:
+        return key == annotation.ANNOTATION
+
+    def applies_without_annotations(self) -> bool:
+        try:
+            return self._default_format() == annotation.JSON
+        except ValueError:
+            return True  # so that validation reports the broken setting
+
+    def default(self, job: Json, values: Mapping[str, str]) -> Json:
+        try:
+            return annotation.default(job, self._default_format())
+        except ValueError:
+            return job
+
+    def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
+        try:
+            self._default_format()
+        except ValueError as e:
+            result.error(
+                annotation.DEFAULT_ENV, f"{e} (the cluster's default log format: ask its administrator)"
+            )
+        annotation.validate(job, result)
+
+    def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
+        if not annotation.wants_json(job):
+            return Addons()
+        meta = job["metadata"]
+        name = str(meta["name"])
+        labels = {LABEL_JOB_NAME: name, COMPONENT_LABEL: self.name}
+        return Addons((config_map(name, str(meta.get("namespace") or "default"), labels),))
+
+    def decorate_pod(self, job: Json, values: Mapping[str, str], pod: Json) -> Json:
+        if not annotation.wants_json(job):
+            return pod
+        labels = pod["metadata"].get("labels") or {}
+        out = {**pod, "spec": _copy_containers(pod["spec"])}
+        decorate_pod(
+            out,
+            str(job["metadata"]["name"]),
+            str(labels.get(LABEL_REPLICA_TYPE, "")),
+            labels.get(LABEL_REPLICA_INDEX),
+        )
+        return out
+
+
+def _copy_containers(spec: Json) -> Json:
+    # decorate_pod changes the containers and the volume list in place: give it copies of those.
+    out = dict(spec)
+    for key in ("initContainers", "containers"):
+        if isinstance(spec.get(key), list):
+            out[key] = [dict(c) for c in spec[key]]
+    return out
