@@ -16,7 +16,6 @@ from tests.hooks.fakes import Cluster, by_name
 from trainop.api import constants as c
 from trainop.extensions.jsonlogs import MODULE, MOUNT_PATH, VOLUME, sitecustomize_source
 from trainop.extensions.jsonlogs.extension import ANNOTATION
-from trainop.frameworks import kind_info
 from trainop.job.settings import Settings
 
 Json = dict[str, Any]
@@ -83,10 +82,7 @@ def test_the_job_gets_one_configmap_child_holding_the_shipped_module(obj: Json) 
         "metadata": {
             "name": "j-jsonlogs",
             "namespace": "ns",
-            "labels": {
-                c.LABEL_OPERATOR_NAME: kind_info(obj["kind"]).controller_name,
-                c.LABEL_JOB_NAME: "j",
-            },
+            "labels": {c.LABEL_JOB_NAME: "j", "trainop.dev/component": "json-logs"},
         },
         "data": {MODULE: sitecustomize_source()},
     }
