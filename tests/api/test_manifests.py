@@ -398,7 +398,7 @@ def without_labels(doc: Json) -> Json:
 
 def without_accelerators(spec: Json) -> Json:
     """A server's pod without the accelerator profiles, which the chart always mounts and the manifests
-    only with their component (tests/extensions/test_install.py checks both)."""
+    only with their component (tests/api/test_accelerator_profiles_install.py checks both)."""
     [container] = spec["containers"]
     container = {
         **container,
