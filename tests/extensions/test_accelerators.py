@@ -12,6 +12,9 @@ import yaml
 from flask.testing import FlaskClient
 
 from tests.builders import container, job, replica
+from tests.hooks.fakes import Cluster
+from tests.local.runs import replica as run_replica
+from tests.local.runs import trainop, write_job
 from tests.webhooks.helpers import denial, mutated, validated
 from trainop.admission.admit import admit
 from trainop.extensions import accelerators
@@ -252,3 +255,29 @@ def test_docs_list_every_built_in_profile() -> None:
     text = (REPO / "docs/accelerators.md").read_text()
 
     assert all(f"| `{name}` | `{p.resource}` |" in text for name, p in builtin_profiles().items())
+
+
+# ---------------------------------------------------------------------------------------------- other entries
+def test_a_job_that_skipped_the_webhook_gets_pods_with_the_profile_from_the_sync() -> None:
+    cluster = Cluster(annotated({"trainop.dev/accelerator.Worker": "nvidia-gke-h100:8"}))
+    cluster.sync()
+
+    pod = cluster.pod("job-worker-1")["spec"]
+    assert pod["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert pod["tolerations"] == PROFILES["nvidia-gke-h100"]["tolerations"]
+
+
+def test_trainop_run_refuses_an_unknown_profile_as_the_webhook_would(tmp_path: Path) -> None:
+    path = write_job(tmp_path, "PyTorchJob", Master=run_replica("PyTorchJob", ["true"]))
+    raw = yaml.safe_load(path.read_text())
+    raw["metadata"]["annotations"] = {"trainop.dev/accelerator.Master": "nvidia-a100"}
+    path.write_text(yaml.safe_dump(raw))
+
+    result = trainop(str(path), "--workdir", str(tmp_path / "run"))
+
+    assert result.returncode == 2
+    assert (
+        "denied the request: metadata.annotations[trainop.dev/accelerator.Master]: Unsupported value: "
+        '"nvidia-a100": unknown accelerator profile'
+    ) in result.stderr
