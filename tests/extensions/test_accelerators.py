@@ -19,6 +19,9 @@ from tests.webhooks.helpers import denial, mutated, validated
 from trainop.admission.admit import admit
 from trainop.extensions import accelerators
 from trainop.extensions.accelerators import PROFILES_ENV, builtin_profiles
+from trainop.frameworks.mpi import MPI, MPIJOB
+from trainop.job.context import JobContext
+from trainop.job.settings import Settings
 
 Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
@@ -281,3 +284,17 @@ def test_trainop_run_refuses_an_unknown_profile_as_the_webhook_would(tmp_path: P
         "denied the request: metadata.annotations[trainop.dev/accelerator.Master]: Unsupported value: "
         '"nvidia-a100": unknown accelerator profile'
     ) in result.stderr
+
+
+def test_an_mpijob_launcher_given_a_profile_becomes_a_gpu_launcher_with_its_first_container() -> None:
+    launcher = replica("MPIJob", 1, [container("launcher"), container("sidecar")])
+    raw = job("MPIJob", Launcher=launcher, Worker=1)
+    raw["metadata"]["annotations"] = {"trainop.dev/accelerator.Launcher": "gaudi:1"}
+
+    stored = admit(raw).job
+    ctx = JobContext(MPIJOB, stored, Settings())
+
+    first, second = stored["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
+    assert first["resources"] == {"limits": {"habana.ai/gaudi": "1"}}
+    assert "resources" not in second
+    assert MPI().gpu_launcher(ctx)
