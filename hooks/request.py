@@ -246,8 +246,14 @@ def _container_problem(ctr: Json) -> str | None:
         if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             return f"{key} must be a list of strings"
     resources = ctr.get("resources")
-    if resources is not None and not (
-        isinstance(resources, dict) and all(v is None or isinstance(v, dict) for v in resources.values())
-    ):
-        return "resources must be an object of objects"
+    if resources is None:
+        return None
+    if not isinstance(resources, dict):
+        return "resources must be an object"
+    for key in ("limits", "requests"):
+        if resources.get(key) is not None and not isinstance(resources[key], dict):
+            return f"resources.{key} must be an object"
+    # DRA: the names of the pod's resourceClaims this container uses.
+    if resources.get("claims") is not None and not _objects(resources["claims"]):
+        return "resources.claims must be a list of objects"
     return None

@@ -160,7 +160,7 @@ def test_no_service_monitor_unless_asked(helm: tuple[str, Path]) -> None:
 
 
 def test_the_dashboard_configmap_holds_grafana_json_over_kubeflows_counters(helm: tuple[str, Path]) -> None:
-    [config] = find(render(helm, "metrics.dashboard.enabled=true"), "ConfigMap")
+    [config] = find(render(helm, "metrics.dashboard.enabled=true"), "ConfigMap", "trainop-dashboard")
     assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(config["data"]["trainop.json"])
     exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])

@@ -407,6 +407,27 @@ def test_unparsable_quantities_are_left_out_of_pod_group_min_resources():
     assert group["spec"]["minResources"] == {"memory": "2147483648"}
 
 
+def test_dra_claims_in_a_template_reach_the_pods():
+    job_spec = job("JAXJob", name="j", Worker=replica("JAXJob", 2))
+    pod_spec = job_spec["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod_spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    pod_spec["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    response = post(client(), Cluster(job_spec).request())
+    assert response.status_code == 200, response.data
+    pods = [o for o in response.get_json()["children"] if o["kind"] == "Pod"]
+    assert [p["spec"]["resourceClaims"] for p in pods] == [pod_spec["resourceClaims"]] * 2
+    assert [p["spec"]["containers"][0]["resources"] for p in pods] == [{"claims": [{"name": "gpu"}]}] * 2
+
+
+def test_resources_of_the_wrong_shape_are_a_400():
+    job_spec = job("JAXJob", name="j", Worker=replica("JAXJob", 1))
+    ctr = job_spec["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    ctr["resources"] = {"claims": {"name": "gpu"}}
+    response = post(client(), Cluster(job_spec).request())
+    assert response.status_code == 400
+    assert "resources.claims must be a list of objects" in response.get_json()["error"]
+
+
 # ---- fuzz --------------------------------------------------------------------------------------
 FUZZ = settings(
     max_examples=int(os.environ.get("TRAINOP_FUZZ_EXAMPLES", "200")),

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from trainop.api import constants as c
 from trainop.api.checks import Result, check_enum, check_non_negative, quote_all
+from trainop.api.devices import check_resource_claims
 from trainop.api.jsonpath import dig
 from trainop.api.kinds import KindInfo
 from trainop.extensions import ours
@@ -288,6 +289,8 @@ def _check_replica(fw: Framework, rtype: str, rspec: Json, path: str, result: Re
             f"(found {quote_all(str(n) for n in names)}); the operator injects its environment "
             "and port into that container",
         )
+    if isinstance(pod_spec, dict):
+        check_resource_claims(pod_spec, f"{path}.template.spec", result)
     if isinstance(pod_spec, dict) and pod_spec.get("restartPolicy"):
         result.warnings.append(
             f"{path}.template.spec.restartPolicy is ignored; set {path}.restartPolicy instead"

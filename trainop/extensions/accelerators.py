@@ -285,7 +285,8 @@ class Accelerators(Extension):
                 "resource in the limits of the kind's container, its nodeSelector, tolerations and env. "
                 "A value you set that disagrees with the profile is refused, naming the field."
             ),
-            example=f'{ANNOTATION}.Worker: "nvidia-gke-l4:2"',
+            # Every kind's many-replica type is spelt the same; the registry says so, not this module.
+            example=f'{ANNOTATION}.{next(iter(KINDS.values())).worker_type}: "nvidia-gke-l4:2"',
         ),
     )
 

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from pydantic import Field
 
 from trainop.api import constants as c
+from trainop.api import devices
 from trainop.api.checks import Result, check_enum
 from trainop.api.kinds import ChildType, KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
@@ -94,10 +95,6 @@ def _is_container_name(name: str) -> bool:
 def _controlled_by(pod: ObservedPod, uid: str) -> bool:
     refs = pod.obj["metadata"].get("ownerReferences") or []
     return bool(uid) and any(r.get("controller") and r.get("uid") == uid for r in refs)
-
-
-def _is_gpu_resource(name: str) -> bool:
-    return name.endswith(".com/gpu") or "gpu" in name
 
 
 class MPI(Framework):
@@ -190,7 +187,9 @@ class MPI(Framework):
             return False
         for container in ctx.containers("Launcher"):
             limits = (container.get("resources") or {}).get("limits") or {}
-            if any(_is_gpu_resource(str(k)) for k in limits):
+            # Kubeflow's rule (a name containing "gpu") widened to every accelerator in the device table:
+            # docs/accelerators.md#device-resources.
+            if any(devices.is_device(str(k)) for k in limits):
                 return True
         return False
 

@@ -9,7 +9,9 @@ from typing import Any
 from pydantic import Field
 
 from trainop.api import constants as c
+from trainop.api import devices
 from trainop.api.checks import Result, check_enum
+from trainop.api.jsonpath import dig
 from trainop.api.kinds import ChildType, KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import (
@@ -103,6 +105,8 @@ class PyTorch(Framework):
                 "spec.nprocPerNode",
                 f'Invalid value: "{nproc}": must be "auto", "cpu", "gpu" or a positive integer such as "4"',
             )
+        if nproc in ("auto", "gpu"):
+            self._check_devices(spec, nproc, result)
         elastic = spec.get("elasticPolicy")
         if not isinstance(elastic, dict):
             return
@@ -121,6 +125,35 @@ class PyTorch(Framework):
                     "spec.elasticPolicy.nProcPerNode",
                     "Forbidden: must not be used with spec.nprocPerNode; remove one of them",
                 )
+
+    def _check_devices(self, spec: Json, nproc: str, result: Result) -> None:
+        """Warn where torchrun will resolve the word to the wrong number of processes: it counts CUDA
+        devices only (docs/accelerators.md#device-resources)."""
+        replicas = spec.get(self.info.replica_field)
+        if not isinstance(replicas, dict):
+            return
+        seen_by_torchrun = False
+        for key, rspec in replicas.items():
+            pod_spec = dig(rspec, "template", "spec") if isinstance(rspec, dict) else None
+            containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
+            if not isinstance(containers, list):
+                continue
+            for name, count in devices.pod_devices(containers).items():
+                found = devices.device(name)
+                if found is None or found.torchrun_counts:
+                    seen_by_torchrun = True
+                    continue
+                fallback = "one process per CPU" if nproc == "auto" else "an error: no CUDA device"
+                result.warnings.append(
+                    f"spec.{self.info.replica_field}[{key}]: its pods ask for {count} {name}, which "
+                    f'torchrun\'s nprocPerNode "{nproc}" does not count (it sees CUDA devices only, so it '
+                    f'means {fallback}); set spec.nprocPerNode to "{count}" for one process per device'
+                )
+        if nproc == "gpu" and not seen_by_torchrun:
+            result.warnings.append(
+                'spec.nprocPerNode: "gpu" makes torchrun fail unless the pod sees a CUDA device, and no '
+                'replica asks for one; request GPUs (e.g. trainop.dev/accelerator.Worker) or use "auto"'
+            )
 
     def qualified(self, ctx: JobContext) -> bool:
         # Kubeflow switches on whether a Master spec exists: worker-only jobs get `<ns>/<name>`.
