@@ -71,3 +71,17 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- join "\n" $items }}
 {{- end }}
+
+{{/* The extensions' cluster settings, the same for webhooks and hooks (the sync admits every job again). */}}
+{{- define "trainop.extensionEnv" -}}
+{{- $placement := list }}
+{{- range $rtype, $policy := .Values.placement.defaults }}
+{{- $placement = append $placement (printf "%s=%s" $rtype $policy) }}
+{{- end }}
+- name: TRAINOP_PLACEMENT_DEFAULTS
+  value: {{ join "," $placement | quote }}
+- name: TRAINOP_TENSORBOARD_IMAGE
+  value: {{ .Values.tensorboard.image | quote }}
+- name: TRAINOP_TENSORBOARD_KEEP_AFTER
+  value: {{ .Values.tensorboard.keepAfter | quote }}
+{{- end }}

@@ -1,0 +1,40 @@
+"""The chart hands the extensions' cluster settings to both servers alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.test_manifests import find, helm, render  # noqa: F401 (the helm fixture)
+from trainop.install import manifests
+
+Json = dict[str, Any]
+
+
+def server_env(rendered: list[Json], name: str) -> dict[str, str]:
+    [deployment] = [d for d in find(rendered, "Deployment") if d["metadata"]["name"] == name]
+    [container] = [c for c in deployment["spec"]["template"]["spec"]["containers"] if "env" in c][:1]
+    return {e["name"]: e.get("value", "") for e in container["env"]}
+
+
+@pytest.mark.parametrize("server", [manifests.HOOKS_NAME, manifests.WEBHOOKS_NAME])
+def test_placement_defaults_and_tensorboard_settings_reach_both_servers(
+    helm: tuple[str, Path],  # noqa: F811
+    server: str,
+) -> None:
+    rendered = render(
+        helm,
+        "placement.defaults.PS=spread-preferred",
+        "placement.defaults.Worker=pack:topology.kubernetes.io/zone",
+        "tensorboard.keepAfter=24h",
+    )
+    env = server_env(rendered, server)
+    assert env["TRAINOP_PLACEMENT_DEFAULTS"] == "PS=spread-preferred,Worker=pack:topology.kubernetes.io/zone"
+    assert env["TRAINOP_TENSORBOARD_KEEP_AFTER"] == "24h"
+    assert env["TRAINOP_TENSORBOARD_IMAGE"] == "trainop-tensorboard:0.1.0"
+
+
+def test_by_default_no_placement_default_is_set(helm: tuple[str, Path]) -> None:  # noqa: F811
+    assert server_env(render(helm), manifests.HOOKS_NAME)["TRAINOP_PLACEMENT_DEFAULTS"] == ""
