@@ -3,19 +3,18 @@ turns into a name or a path, with the apiserver's field path and wording."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.builders import container, job, replica
+from trainop import examples
 from trainop.admission.defaults import apply_defaults
 from trainop.frameworks import kind_info
 from trainop.local.podspec import DNS1123_LABEL_MESSAGE, ENV_NAME_MESSAGE, pod_spec_errors, template_errors
 
 Json = dict[str, Any]
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SPEC = "spec.pytorchReplicaSpecs[Worker].template.spec"
 
 
@@ -31,10 +30,10 @@ def config_map(*items: Json, name: str = "cfg") -> Json:
     return {"name": name, "configMap": {"name": "j-config", "items": list(items)}}
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
-def test_every_example_passes(example: str) -> None:
-    source = next((EXAMPLES / example).glob("*job.yaml"))
-    defaulted = apply_defaults(yaml.safe_load(source.read_text()))
+@pytest.mark.parametrize("name", examples.names())
+def test_every_example_passes(name: str) -> None:
+    [job_doc] = [d for d in yaml.safe_load_all(examples.example(name).document) if d["kind"] != "ConfigMap"]
+    defaulted = apply_defaults(job_doc)
     assert template_errors(kind_info(defaulted["kind"]), defaulted) == []
 
 
