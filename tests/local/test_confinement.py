@@ -43,7 +43,7 @@ def test_a_job_whose_pods_the_apiserver_refuses_exits_2_and_writes_nothing(tmp_p
     spec["containers"].append({"name": "../../../outside/log", "image": "x", "command": ["true"]})
     items = [{"key": "a", "path": "/abs"}, {"key": "b", "path": "../x"}]
     spec["volumes"] = [
-        {"name": "cfg", "configMap": {"name": "t-config", "items": items}},
+        {"name": "cfg", "configMap": {"name": "t-config", "items": items, "optional": True}},
         {"name": "../../../outside-dir", "emptyDir": {}},
     ]
     job = write_job(tmp_path, PT, Master=master)

@@ -159,7 +159,7 @@ class Placement(Extension):
             "exclusive:<label>",
             effect="pod affinity / anti-affinity terms (with matchLabelKeys) in the replica types' "
             "templates; cluster defaults per replica type are written in as annotations",
-            example=f"{ANNOTATION}.PS: spread",
+            example=f"{ANNOTATION}.{next(iter(KINDS.values())).worker_type}: spread",
         ),
     )
 
