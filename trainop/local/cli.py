@@ -18,6 +18,7 @@ from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
 from trainop.local.display import Display, LiveDisplay, PlainDisplay, table
 from trainop.local.manifest import ManifestError, as_created, load
+from trainop.local.record import RunRecorder
 from trainop.local.runner import EXIT_NOT_RUNNABLE, LocalRun, Options, Outcome, StopRequest
 
 Json = dict[str, Any]
@@ -76,11 +77,15 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_NOT_RUNNABLE
     workdir = args.workdir or default_workdir(Path("trainop-runs"), str(job["metadata"]["name"]), now)
     options = Options(workdir=workdir, timeout=args.timeout, grace=args.grace_period)
-    display: Display = LiveDisplay(out) if out.isatty() else PlainDisplay(out)
+    screen: Display = LiveDisplay(out) if out.isatty() else PlainDisplay(out)
+    display = RunRecorder(screen, workdir)
     stop = StopRequest()
     with signals_to(stop):
-        outcome = LocalRun(job, manifest, options, display, stop).run()
+        local = LocalRun(job, manifest, options, display, stop)
+        display.attach(lambda: local.job, local.cluster.all_pods)
+        outcome = local.run()
     display.close()
+    display.finish(outcome.code, outcome.reason, outcome.job)
     (workdir / "job.json").write_text(json.dumps(outcome.job, indent=2) + "\n")
     out.write(summary(outcome, workdir))
     out.flush()
