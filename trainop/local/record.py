@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from trainop.api.times import timestamp
@@ -55,6 +55,8 @@ class RunRecorder:
 
     def event(self, text: str) -> None:
         self.inner.event(text)
+        # An event is news about the pods; the last one ("stopping") comes just before they are deleted.
+        self._snapshot()
         self.events.append({"time": timestamp(datetime.now(UTC)), "message": text})
         del self.events[:-MAX_EVENTS]
 
@@ -64,8 +66,15 @@ class RunRecorder:
     def flush(self) -> None:
         self.inner.flush()
         self._append_lines()
+        # Every flush, so a pod's last state before it is gone is kept, even between two writes.
+        self._snapshot()
         if time.monotonic() - self.written >= self.every:
             self.write()
+
+    def _snapshot(self) -> None:
+        for pod in self.live_pods():
+            self.pods[pod.name] = pod.observed()
+            self.logs[pod.name] = {c.name: _relative(c.log_path, self.workdir) for c in pod.containers()}
 
     def close(self) -> None:
         self.inner.close()
@@ -90,15 +99,15 @@ class RunRecorder:
         if self.job is None:
             return
         self.written = time.monotonic()
-        for pod in self.live_pods():
-            self.pods[pod.name] = pod.observed()
-            self.logs[pod.name] = {c.name: _relative(c.log_path, self.workdir) for c in pod.containers()}
+        self._snapshot()
         record = {
             "job": self.job(),
             "pods": list(self.pods.values()),
             "events": self.events,
             "logs": self.logs,
             "finished": self.finished,
+            # So a reader can tell a live run from one whose `trainop run` died, and stop a live one.
+            "pid": os.getpid(),
             "updated": timestamp(datetime.now(UTC)),
         }
         self.workdir.mkdir(parents=True, exist_ok=True)
