@@ -8,8 +8,9 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from tests.local.helpers import behave, eventually
+from tests.local.runs import start
 from tests.ui_browser.conftest import Serve
-from tests.ui_browser.helpers import finished_run, live_run, python, record, state
+from tests.ui_browser.helpers import finished_run, job_file, live_run, python, record, state
 
 # Prints a line, waits until the gate file exists, prints another.
 WAIT_FOR = (
@@ -176,3 +177,24 @@ def test_a_read_only_ui_offers_no_actions_and_refuses_a_forged_write(
     answer = page.request.post(url + "action/delete/old", form={"csrf": csrf or ""})
     assert answer.status == 403
     assert workdir.exists()
+
+
+def test_trainop_run_with_ui_prints_a_url_that_shows_the_live_run(
+    page: Page, runs: Path, artifacts: Path
+) -> None:
+    gate = runs.parent / "gate"
+    manifest = job_file(
+        runs.parent / "jobs" / "served", "served", waiting("w", gate), master=waiting("m", gate)
+    )
+    proc = start(str(manifest), "--workdir", str(runs / "served"), "--ui")
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert "web UI at http://127.0.0.1:" in line, line
+    assert eventually(lambda: state(runs / "served") == "Running")
+    page.goto(line.split(" at ", 1)[1].split()[0])
+    expect(page.locator("table.jobs tbody tr", has_text="served")).to_contain_text("Running")
+    page.click("text=served")
+    expect(page.locator("pre.log")).to_contain_text("[worker-1] w before")
+    page.screenshot(path=artifacts / "run-ui.png", full_page=True)
+    gate.touch()
+    assert proc.wait(timeout=60) == 0
