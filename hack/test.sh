@@ -26,6 +26,8 @@ bash hack/build-kubeflow.sh  # Kubeflow itself, for tests/differential
 # The real-node tier (tests/e2e_node): kubelet, kube-proxy, CoreDNS, containerd; the examples' images.
 bash hack/build-node.sh
 bash hack/build-training-images.sh
+# The browser tier (tests/ui_browser): Debian's chromium and playwright.
+bash hack/install-browser.sh
 
 # Every tier and the volume fuzz, each even after another failed (-k), so one run reports them all;
 # make exits non-zero if any failed, and any pytest exit but 0 fails its stage (5, nothing collected, too).
