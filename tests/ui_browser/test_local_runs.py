@@ -123,9 +123,13 @@ def test_the_wizard_names_the_field_of_an_invalid_value_and_starts_a_valid_job(
     page: Page, serve: Serve, runs: Path, artifacts: Path
 ) -> None:
     page.goto(serve("--writable") + "new")
+    page.fill("input[name=namespace]", "team-a")
     page.fill("input[name=name]", "Bad_Name")
     error = page.locator("#err-name")
     expect(error).to_contain_text("DNS-1035")
+    # A check's answer never rewrites an input: what was typed meanwhile stays.
+    expect(page.locator("input[name=namespace]")).to_have_value("team-a")
+    expect(page.locator("input[name=name]")).to_have_value("Bad_Name")
     expect(page.locator("button[value=create]")).to_be_disabled()
     page.screenshot(path=artifacts / "wizard-invalid.png", full_page=True)
     page.fill("input[name=name]", "from-the-wizard")

@@ -30,7 +30,16 @@ from trainop.ui.links import Link
 from trainop.ui.source import Container, Detail, Invalid, NotAllowed, Source, User
 from trainop.ui.summary import PAGE_SIZES, SORT_KEYS, STATES, Query, Summary, select
 from trainop.ui.timeline import timeline
-from trainop.ui.wizard import CLEAN_POLICIES, FORM, RESOURCES, RUN_POLICY, Form, errors_by_field, field_of
+from trainop.ui.wizard import (
+    CLEAN_POLICIES,
+    FORM,
+    RESOURCES,
+    RUN_POLICY,
+    Form,
+    errors_by_field,
+    field_of,
+    form_fields,
+)
 
 Json = dict[str, Any]
 HERE = Path(__file__).parent
@@ -275,8 +284,8 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "FORM": FORM,
             "create_label": "Start it here" if source.creates == "started" else "Create",
         }
-        if request.headers.get("HX-Request") and request.headers.get("HX-Target") == "wizard":
-            return render_template("wizard_form.html", **context)
+        if request.headers.get("HX-Request") and request.form.get("do") in (None, "", "check"):
+            return render_template("wizard_check.html", fields=[FORM, *form_fields(form.kind)], **context)
         return render_template("wizard.html", **context)
 
     @app.route("/signin", methods=["GET", "POST"])

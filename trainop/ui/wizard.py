@@ -112,6 +112,19 @@ class Form:
         return job, problems
 
 
+def form_fields(kind: str) -> list[str]:
+    """Every field of the form for `kind`, as named in the form."""
+    per_type = ("replicas", "image", "command", "restartPolicy", *(f for f, _ in RESOURCES))
+    types = kind_info(kind).replica_types
+    return [
+        "name",
+        "namespace",
+        *(f"{t}.{f}" for t in types for f in per_type),
+        *RUN_POLICY,
+        "cleanPodPolicy",
+    ]
+
+
 def _number(raw: str, name: str, problems: dict[str, list[str]]) -> int | None:
     try:
         return int(raw)
