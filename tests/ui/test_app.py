@@ -196,3 +196,9 @@ def test_configured_links_are_expanded_over_the_jobs_fields(root: Path):
     )
     html = client(root, links=(link,)).get("/").text
     assert 'href="https://grafana.example/d/x?var-ns=team-a&amp;var-job=mnist"' in html
+
+
+def test_a_finished_run_offers_no_stop(root: Path):
+    write_run(root, "a", pytorch("a"))
+    page = client(root, writable=True).get("/job/a").text
+    assert "/action/stop/a" not in page and "/action/delete/a" in page

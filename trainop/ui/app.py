@@ -179,7 +179,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             chosen=chosen,
             lines=lines,
             log_lines=LOG_LINES,
-            actions=source.actions if settings.writable else (),
+            actions=[a for a in source.actions if applies(a, detail)] if settings.writable else [],
             message=request.args.get("message", ""),
         )
 
@@ -306,6 +306,19 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
         return render_template("error.html", code=404, message="no such job (or you may not see it)"), 404
 
     return app
+
+
+def applies(action: str, detail: Detail) -> bool:
+    """Whether the job's page offers `action` now: suspend only a job that runs, resume a suspended one,
+    stop a live local run; delete always (a local run still going is refused with the reason)."""
+    state = detail.summary.state
+    if action == "suspend":
+        return state not in ("Suspended", "Succeeded", "Failed")
+    if action == "resume":
+        return state == "Suspended"
+    if action == "stop":
+        return detail.live
+    return True
 
 
 def _container(choice: str, detail: Detail) -> Container | None:

@@ -39,24 +39,31 @@ class Runs:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._cache: dict[Path, tuple[tuple[int, int], Json]] = {}
+        self._cache: dict[Path, tuple[tuple[int, int], Json, Summary]] = {}
 
     # ---- reading ------------------------------------------------------------------------------------
     def _folders(self) -> list[Path]:
         try:
-            entries = sorted(self.root.iterdir())
+            return sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
         except FileNotFoundError:
             return []
-        return [p for p in entries if p.is_dir() and ((p / RUN_FILE).is_file() or (p / "job.json").is_file())]
 
-    def _record(self, folder: Path) -> Json | None:
-        path = folder / RUN_FILE if (folder / RUN_FILE).is_file() else folder / "job.json"
+    def _entry(self, folder: Path) -> tuple[Json, Summary] | None:
+        """The run's record and its list row, re-read only when its file changed."""
+        path = folder / RUN_FILE
         try:
             stat = path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
-            cached = self._cache.get(folder)
-            if cached and cached[0] == stamp:
-                return cached[1]
+        except FileNotFoundError:
+            path = folder / "job.json"
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                return None
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        cached = self._cache.get(folder)
+        if cached and cached[0] == stamp:
+            return cached[1], cached[2]
+        try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
@@ -65,8 +72,13 @@ class Runs:
         record = data if path.name == RUN_FILE else {"job": data, "pods": [], "events": [], "finished": {}}
         if not isinstance(record.get("job"), dict):
             return None
-        self._cache[folder] = (stamp, record)
-        return record
+        summary = _summary(folder.name, record)
+        self._cache[folder] = (stamp, record, summary)
+        return record, summary
+
+    def _record(self, folder: Path) -> Json | None:
+        entry = self._entry(folder)
+        return entry[0] if entry else None
 
     def _folder(self, key: str) -> Path | None:
         folder = self.root / key
@@ -75,12 +87,8 @@ class Runs:
         return folder
 
     def summaries(self, user: User) -> list[Summary]:
-        out = []
-        for folder in self._folders():
-            record = self._record(folder)
-            if record is not None:
-                out.append(_summary(folder.name, record))
-        return out
+        entries = (self._entry(folder) for folder in self._folders())
+        return [entry[1] for entry in entries if entry is not None]
 
     def detail(self, user: User, key: str) -> Detail | None:
         folder = self._folder(key)
