@@ -95,7 +95,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
 
     @app.before_request
     def who() -> Any:
-        if request.endpoint in ("static", "signin"):
+        if request.endpoint in ("static", "signin", "healthz"):
             return None
         try:
             g.user = auth.user(request)
@@ -126,6 +126,10 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")
         return response
+
+    @app.get("/healthz")
+    def healthz() -> Any:
+        return {"ok": True}
 
     # ---- the list -----------------------------------------------------------------------------------
     @app.get("/")
