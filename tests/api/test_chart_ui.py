@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.api.test_manifests import helm, helm_template, one, pod_spec, render
+import yaml
+
+from tests.api.test_manifests import (
+    MANIFESTS,
+    helm,
+    helm_template,
+    load_all,
+    one,
+    pod_spec,
+    render,
+    without_labels,
+)
 from trainop.frameworks import KINDS
 
 # The release and chart are both "trainop" (helm_template), so the UI's objects are "trainop-ui".
@@ -57,3 +68,30 @@ def test_the_chart_refuses_a_ui_without_sign_in(helm: tuple[str, Path]) -> None:
     result = helm_template(helm, "ui.enabled=true", "ui.auth.mode=none")
     assert result.returncode != 0
     assert "ui.auth.mode must be proxy or token" in result.stderr
+
+
+def test_the_kustomize_component_installs_what_the_chart_renders(helm: tuple[str, Path]) -> None:
+    chart = {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in render(helm, "ui.enabled=true")
+        if UI in d["metadata"]["name"]
+    }
+    component = yaml.safe_load((MANIFESTS / "ui" / "kustomization.yaml").read_text())
+    mine = {
+        (d["kind"], d["metadata"]["name"]): d
+        for f in component["resources"]
+        for d in load_all(MANIFESTS / "ui" / f)
+    }
+    assert sorted(mine) == sorted(chart)
+    for key, doc in mine.items():
+        theirs = chart[key]
+        if key[0] == "Deployment":
+            a, b = doc["spec"]["template"]["spec"], theirs["spec"]["template"]["spec"]
+            assert {**a, "containers": None} == {**b, "containers": None}
+            assert {**a["containers"][0], "image": None} == {**b["containers"][0], "image": None}
+        elif key[0] in ("Service", "NetworkPolicy"):
+            assert {k: v for k, v in doc["spec"].items() if k not in ("selector", "podSelector")} == {
+                k: v for k, v in theirs["spec"].items() if k not in ("selector", "podSelector")
+            }
+        else:
+            assert without_labels(doc) == without_labels(theirs)
