@@ -121,6 +121,9 @@ def test_suspend_resume_and_delete_are_confirmed_and_done_as_the_user(
     page.click("button:has-text('Suspend')")
     expect(page.locator(".notice")).to_contain_text("suspended")
     namespace.wait_for("pytorchjob/acted", "Suspended")
+    # A suspended job is offered Resume, not Suspend.
+    page.reload()
+    expect(page.locator("button:has-text('Suspend')")).to_have_count(0)
     page.click("button:has-text('Resume')")
     expect(page.locator(".notice")).to_contain_text("resumed")
     assert namespace.get("pytorchjob/acted")["spec"]["runPolicy"]["suspend"] is False
