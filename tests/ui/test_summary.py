@@ -85,3 +85,8 @@ def test_pages_cut_the_sorted_rows_and_a_page_past_the_end_is_the_last():
 def test_a_query_from_the_url_ignores_unknown_sorts_and_page_sizes():
     query = Query.from_args({"sort": "bogus", "size": "7", "page": "-3", "q": "  x  "})
     assert (query.sort, query.size, query.page, query.text) == ("created", 50, 1, "x")
+
+
+def test_pods_recreated_after_a_failure_count_as_restarts_without_the_pods():
+    obj = with_status(pytorch("a"), podRestarts={"uid-1": {"replicaType": "Worker"}, "uid-2": {}})
+    assert summarize(obj, "k").restarts == 2

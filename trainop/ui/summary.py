@@ -101,7 +101,9 @@ def summarize(job: Json, key: str, pods: list[Json] | None = None) -> Summary:
         reason=reason,
         message=message,
         replicas=tuple(replicas),
-        restarts=pod_restarts(pods) if pods is not None else 0,
+        # Pods recreated after a failure (the sync's record), and the in-place restarts of the containers
+        # of the pods at hand (a job's page, a local run; the cluster's list has no pods).
+        restarts=len(status.get("podRestarts") or {}) + (pod_restarts(pods) if pods is not None else 0),
         created=_time(meta.get("creationTimestamp")) or _time(status.get("startTime")),
         finished=finished,
         queue=str(labels.get(QUEUE_LABEL) or ""),

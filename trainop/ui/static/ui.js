@@ -43,7 +43,10 @@
           var cell = document.getElementById(id);
           if (cell && cell.innerHTML !== cells[id]) {
             cell.innerHTML = cells[id];
-            cell.classList.remove("changed"); void cell.offsetWidth; cell.classList.add("changed");
+            // The duration changes every second: only news is highlighted.
+            if (!/-duration$/.test(id)) {
+              cell.classList.remove("changed"); void cell.offsetWidth; cell.classList.add("changed");
+            }
           }
         });
       },
