@@ -40,6 +40,8 @@ class Runs:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._cache: dict[Path, tuple[tuple[int, int], Json, Summary]] = {}
+        # Runs the wizard started: reaped as they end, so none is left a zombie.
+        self._started: list[subprocess.Popen[bytes]] = []
 
     # ---- reading ------------------------------------------------------------------------------------
     def _folders(self) -> list[Path]:
@@ -87,6 +89,7 @@ class Runs:
         return folder
 
     def summaries(self, user: User) -> list[Summary]:
+        self._started = [proc for proc in self._started if proc.poll() is None]
         entries = (self._entry(folder) for folder in self._folders())
         return [entry[1] for entry in entries if entry is not None]
 
@@ -195,6 +198,7 @@ class Runs:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        self._started.append(proc)
         # Browsable at once: the run's own record replaces this one as soon as it has started.
         workdir.mkdir()
         first: Json = {
