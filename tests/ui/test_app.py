@@ -202,3 +202,16 @@ def test_a_finished_run_offers_no_stop(root: Path):
     write_run(root, "a", pytorch("a"))
     page = client(root, writable=True).get("/job/a").text
     assert "/action/stop/a" not in page and "/action/delete/a" in page
+
+
+def test_the_wizard_downloads_the_job_as_yaml(root: Path):
+    form = {
+        "kind": "PyTorchJob",
+        "name": "mine",
+        "Worker.replicas": "1",
+        "Worker.image": "python:3.11",
+        "do": "download",
+    }
+    answer = client(root).post("/new", data=form)
+    assert answer.headers["Content-Disposition"] == 'attachment; filename="mine.yaml"'
+    assert "kind: PyTorchJob" in answer.text and "image: python:3.11" in answer.text

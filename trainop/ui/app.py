@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from flask import Flask, Response, abort, g, redirect, render_template, request, url_for
 from markupsafe import Markup
+from werkzeug.utils import secure_filename
 
 from trainop.frameworks import KINDS, kind_info
 from trainop.local.logs import replica_name
@@ -254,6 +255,10 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
         job, problems = form.job()
         errors = errors_by_field(job, problems)
         outcome = ""
+        if request.method == "POST" and request.form.get("do") == "download":
+            name = str(job["metadata"].get("name") or "job")
+            headers = {"Content-Disposition": f'attachment; filename="{secure_filename(name) or "job"}.yaml"'}
+            return Response(yaml.safe_dump(job, sort_keys=False), 200, headers, mimetype="application/yaml")
         if request.method == "POST" and request.form.get("do") in ("create", "dry-run") and not errors:
             writes_allowed()
             try:
