@@ -136,7 +136,7 @@ def test_the_wizard_creates_a_job_on_the_cluster(
     ui: str, browser: Browser, namespace: Namespace, artifacts: Path
 ) -> None:
     page = as_user(browser, ADMIN)
-    page.goto(f"{ui}new")
+    page.goto(f"{ui}new?kind=PyTorchJob")
     page.fill("input[name=namespace]", namespace.name)
     page.fill("input[name=name]", "Bad_Name")
     expect(page.locator("#err-name")).to_contain_text("DNS-1035")

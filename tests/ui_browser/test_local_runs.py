@@ -123,6 +123,8 @@ def test_the_wizard_names_the_field_of_an_invalid_value_and_starts_a_valid_job(
     page: Page, serve: Serve, runs: Path, artifacts: Path
 ) -> None:
     page.goto(serve("--writable") + "new")
+    page.select_option("select[name=kind]", "PyTorchJob")
+    expect(page.locator("fieldset.replica legend").first).to_contain_text("Master")
     page.fill("input[name=namespace]", "team-a")
     page.fill("input[name=name]", "Bad_Name")
     error = page.locator("#err-name")

@@ -33,6 +33,7 @@ from trainop.ui.summary import PAGE_SIZES, SORT_KEYS, STATES, Query, Summary, se
 from trainop.ui.timeline import timeline
 from trainop.ui.wizard import (
     CLEAN_POLICIES,
+    DEFAULT_KIND,
     FORM,
     RESOURCES,
     RUN_POLICY,
@@ -250,7 +251,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
         form = (
             Form(dict(request.form.items()))
             if request.method == "POST"
-            else Form.initial(request.args.get("kind", "PyTorchJob"))
+            else Form.initial(request.args.get("kind", DEFAULT_KIND))
         )
         job, problems = form.job()
         errors = errors_by_field(job, problems)

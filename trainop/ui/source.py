@@ -28,7 +28,7 @@ class Event:
     type: str  # Normal or Warning
     reason: str
     message: str
-    object: str = ""  # the object it is about, `Pod/x` or `PyTorchJob/x`
+    object: str = ""  # the object it is about: `<Kind>/<name>`
     count: int = 1
 
 

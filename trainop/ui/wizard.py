@@ -22,6 +22,8 @@ RUN_POLICY = ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"
 CLEAN_POLICIES = ("", "None", "Running", "All")
 RESOURCES = (("cpu", "cpu"), ("memory", "memory"), ("gpu", "nvidia.com/gpu"))
 FORM = "form"  # where a message that names no form field goes
+# The kind the wizard starts with: the first in the kind picker.
+DEFAULT_KIND = sorted(KINDS)[0]
 _REPLICA = re.compile(r"^spec\.\w+\[(\w+)\]\.?(.*)$")
 
 
@@ -30,8 +32,8 @@ class Form:
     values: dict[str, str]
 
     @classmethod
-    def initial(cls, kind: str = "PyTorchJob") -> Form:
-        info = kind_info(kind if kind in KINDS else "PyTorchJob")
+    def initial(cls, kind: str = DEFAULT_KIND) -> Form:
+        info = kind_info(kind if kind in KINDS else DEFAULT_KIND)
         worker = info.worker_type
         values = {
             "kind": info.kind,
@@ -50,7 +52,7 @@ class Form:
     @property
     def kind(self) -> str:
         kind = self.values.get("kind", "")
-        return kind if kind in KINDS else "PyTorchJob"
+        return kind if kind in KINDS else DEFAULT_KIND
 
     def get(self, name: str) -> str:
         return self.values.get(name, "")
