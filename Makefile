@@ -8,6 +8,7 @@
 #   differential  our operator against Kubeflow's (hack/build-kubeflow.sh)
 #   node          a real kubelet + containerd node; needs root (hack/build-node.sh, build-training-images.sh)
 #   image         the image under podman (hack/build-image.sh)
+#   browser       the web UI in Debian's chromium with playwright (hack/install-browser.sh)
 #   fuzz          the volume fuzz, derandomized: the same commit gives the same verdict on any machine
 #   explore       fresh random fuzzing for EXPLORE_SECONDS (not part of `all`: it may find a new bug on any
 #                 commit); a bug it finds becomes an explicit example, tests/fuzzing.py says how
@@ -38,10 +39,10 @@ SHELL := /bin/bash
 # Stages run in the order given even under -j: check first, and tiers that each start servers do not
 # compete for the same two cores.
 .NOTPARALLEL:
-.PHONY: all tiers check unit e2e differential node image fuzz explore
+.PHONY: all tiers check unit e2e differential node image browser fuzz explore
 
 all: check tiers
-tiers: unit e2e differential node image fuzz
+tiers: unit e2e differential node image browser fuzz
 
 check:
 	$(PYTHON) -m ruff check .
@@ -53,7 +54,7 @@ check:
 unit:
 	$(PYTEST)
 
-e2e differential node image:
+e2e differential node image browser:
 	$(PYTEST) -m $@
 
 # Each group's lines are prefixed with its name; the stage fails when either group fails. The cache

@@ -27,6 +27,8 @@ bash hack/build-kubeflow.sh  # Kubeflow itself, for tests/differential
 bash hack/build-node.sh
 bash hack/build-kube-router.sh  # the NetworkPolicy enforcer of tests/e2e_node/test_networkpolicy.py
 bash hack/build-training-images.sh
+# The browser tier (tests/ui_browser): Debian's chromium and playwright.
+bash hack/install-browser.sh
 
 # Every tier and the volume fuzz, each even after another failed (-k), so one run reports them all;
 # make exits non-zero if any failed, and any pytest exit but 0 fails its stage (5, nothing collected, too).

@@ -12,6 +12,8 @@ differential   tests/differential/test_differential.py         the e2e binaries 
                                                                (hack/build-kubeflow.sh)
 node           tests/e2e_node/                                 root, kubelet, containerd (hack/build-node.sh)
 image          tests/image/                                    podman and the image (hack/build-image.sh)
+browser        tests/ui_browser/                               Debian's chromium and playwright
+                                                               (hack/install-browser.sh)
 =============  ==============================================  ============================================
 
 Selection. Without ``-m``, pytest runs the hermetic tests only and says how many slow-tier tests it left
@@ -39,6 +41,7 @@ TIER_PATHS = {
     TESTS / "differential" / "test_differential.py": "differential",
     TESTS / "e2e_node": "node",
     TESTS / "image": "image",
+    TESTS / "ui_browser": "browser",
 }
 # Tier by fixture: a test that asks for one of these needs that tier's binaries wherever it lives.
 TIER_FIXTURES = {"helm": "e2e", "kubectl": "e2e"}

@@ -15,6 +15,7 @@ TIER_PREFIXES = {
     "differential": "tests/differential/test_differential.py::",
     "node": "tests/e2e_node/",
     "image": "tests/image/",
+    "browser": "tests/ui_browser/",
 }
 # helm and kubectl come with the control plane's build: the tests that ask for them are e2e.
 HELM_TEST = "tests/api/test_manifests.py::test_helm_lint"
@@ -23,7 +24,7 @@ KUBECTL_TEST = "tests/api/test_manifests.py::" + (
 )
 # Prints each selected test with the tier markers pytest sees on it.
 PLUGIN = """
-TIERS = {"e2e", "differential", "node", "image"}
+TIERS = {"e2e", "differential", "node", "image", "browser"}
 
 
 def pytest_collection_finish(session):

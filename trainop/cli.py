@@ -9,8 +9,9 @@ from importlib import import_module
 
 # name -> (module, help); modules define `add_arguments(parser)` and `run(args) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("trainop.local.cli", "run a job on this machine, each pod as a local process"),
+    "run": ("trainop.ui.run", "run a job on this machine, each pod as a local process"),
     "examples": ("trainop.examples.cli", "list the examples shipped with trainop, or print one's YAML"),
+    "ui": ("trainop.ui.cli", "serve the web UI over local runs (RUNS_DIR) or a cluster (--cluster)"),
     "crds": ("trainop.install.crds", "print or regenerate the CustomResourceDefinitions"),
 }
 

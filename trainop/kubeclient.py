@@ -46,6 +46,8 @@ class KubeClient:
     timeout: float = 10.0
     # Sent with every write, so managedFields say which server wrote a field; None sends none.
     field_manager: str | None = None
+    # Sent with every request: the web UI's Impersonate-User and Impersonate-Group, so RBAC judges the user.
+    headers: tuple[tuple[str, str], ...] = ()
 
     def get(self, path: str) -> Json | None:
         """The object at `path`, or None if it does not exist."""
@@ -59,6 +61,22 @@ class KubeClient:
     def request(
         self, method: str, path: str, body: Json | None = None, content_type: str | None = None
     ) -> Json:
+        try:
+            with self.open(method, path, body, content_type) as response:
+                payload: Json = json.loads(response.read() or b"{}")
+                return payload
+        except urllib.error.HTTPError as exc:
+            raise ApiError(method, path, exc.code, _status_message(exc)) from None
+
+    def open(
+        self,
+        method: str,
+        path: str,
+        body: Json | None = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """The open response, for a caller that reads it as a stream (a watch, a followed log)."""
         url = self.server + path
         if method != "GET" and self.field_manager:
             query = urllib.parse.urlencode({"fieldManager": self.field_manager})
@@ -71,12 +89,9 @@ class KubeClient:
         token = self._token()
         if token:
             request.add_header("Authorization", f"Bearer {token}")
-        try:
-            with _opener(self.context).open(request, timeout=self.timeout) as response:
-                payload: Json = json.loads(response.read() or b"{}")
-                return payload
-        except urllib.error.HTTPError as exc:
-            raise ApiError(method, path, exc.code, _status_message(exc)) from None
+        for name, value in self.headers:
+            request.add_header(name, value)
+        return _opener(self.context).open(request, timeout=timeout or self.timeout)
 
     def _token(self) -> str | None:
         if self.token_file is not None:

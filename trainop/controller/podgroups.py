@@ -13,25 +13,16 @@ from typing import Any
 
 from trainop.api import quantity
 from trainop.job.context import JobContext
+from trainop.job.gang import KUBERNETES, KUBERNETES_API, PLUGINS, VOLCANO, family
 
 Json = dict[str, Any]
 
-VOLCANO = "volcano"
-KUBERNETES = "kubernetes"
-PLUGINS = "scheduler-plugins"
 VOLCANO_KEY = "PodGroup.scheduling.volcano.sh/v1beta1"
 PLUGINS_KEY = "PodGroup.scheduling.x-k8s.io/v1alpha1"
-KUBERNETES_API = "scheduling.k8s.io/v1alpha2"
 KUBERNETES_KEY = f"PodGroup.{KUBERNETES_API}"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_TASK_ANNOTATION = "volcano.sh/task-spec"
 PLUGINS_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-
-
-def family(scheduler: str) -> str:
-    """Which PodGroup API a gang scheduler setting means: VOLCANO, KUBERNETES or PLUGINS."""
-    lowered = scheduler.lower()
-    return lowered if lowered in (VOLCANO, KUBERNETES) else PLUGINS
 
 
 def is_volcano(scheduler: str) -> bool:

@@ -19,8 +19,8 @@ import yaml
 from trainop import extensions
 from trainop.api.constants import GROUP, VERSION
 from trainop.api.kinds import ChildType, KindInfo
-from trainop.controller import podgroups
 from trainop.frameworks import KINDS
+from trainop.job import gang
 
 Json = dict[str, Any]
 
@@ -49,21 +49,21 @@ COMMON_CHILDREN: tuple[ChildType, ...] = (
     ChildType("v1", "pods", "OnDelete"),
     ChildType("v1", "services", "InPlace"),
 )
-# PodGroup children per gang scheduler family (trainop.controller.podgroups.family). They are only
+# PodGroup children per gang scheduler family (trainop.controller.gang.family). They are only
 # listed when a gang scheduler is configured: Metacontroller fails the whole controller when a child
 # resource is not served, and no PodGroup API is served by default. kube-scheduler's PodGroup spec is
 # immutable, so an update would be refused on every sync: OnDelete.
 PODGROUP_CHILDREN: Mapping[str, ChildType] = {
-    podgroups.VOLCANO: ChildType("scheduling.volcano.sh/v1beta1", "podgroups", "InPlace"),
-    podgroups.PLUGINS: ChildType("scheduling.x-k8s.io/v1alpha1", "podgroups", "InPlace"),
-    podgroups.KUBERNETES: ChildType(podgroups.KUBERNETES_API, "podgroups", "OnDelete"),
+    gang.VOLCANO: ChildType("scheduling.volcano.sh/v1beta1", "podgroups", "InPlace"),
+    gang.PLUGINS: ChildType("scheduling.x-k8s.io/v1alpha1", "podgroups", "InPlace"),
+    gang.KUBERNETES: ChildType(gang.KUBERNETES_API, "podgroups", "OnDelete"),
 }
 
 
 def podgroup_child(gang_scheduler: str) -> ChildType | None:
     if not gang_scheduler:
         return None
-    return PODGROUP_CHILDREN[podgroups.family(gang_scheduler)]
+    return PODGROUP_CHILDREN[gang.family(gang_scheduler)]
 
 
 def child_resources(info: KindInfo, gang_scheduler: str = "") -> list[Json]:

@@ -24,6 +24,7 @@ from trainop.local.display import Display, LiveDisplay, PlainDisplay, table
 from trainop.local.manifest import ManifestError, as_created, load
 from trainop.local.network import LoopbackNetwork, Unconfined, loopback_network
 from trainop.local.podspec import template_errors
+from trainop.local.record import RunRecorder
 from trainop.local.runner import EXIT_NOT_RUNNABLE, LocalRun, Options, Outcome, StopRequest
 from trainop.local.sandbox import PASSED
 
@@ -159,15 +160,19 @@ def run(args: argparse.Namespace) -> int:
         network=network,
         devices=Allocator(inventory, share=args.share_devices),
     )
-    display: Display = LiveDisplay(out) if out.isatty() else PlainDisplay(out)
+    screen: Display = LiveDisplay(out) if out.isatty() else PlainDisplay(out)
+    display = RunRecorder(screen, workdir)
     stop = StopRequest()
     try:
         with signals_to(stop):
-            outcome = LocalRun(job, manifest, options, display, stop).run()
+            local = LocalRun(job, manifest, options, display, stop)
+            display.attach(lambda: local.job, local.cluster.all_pods)
+            outcome = local.run()
     finally:
         if network:
             network.close()
     display.close()
+    display.finish(outcome.code, outcome.reason, outcome.job)
     (workdir / "job.json").write_text(json.dumps(outcome.job, indent=2) + "\n")
     out.write(summary(outcome, workdir))
     out.flush()

@@ -1,0 +1,194 @@
+"""The web UI on a real control plane, in Debian's chromium: `trainop ui --cluster --auth proxy`, every
+request made as the user the proxy header names, so the apiserver's RBAC decides what each one sees.
+
+Pods are kwok's (no logs); the jobs, their status, Events, the watch, impersonation, access reviews and
+dry-run creates are the real apiserver's and Metacontroller's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from trainop_stack import Namespace, TrainopStack, job, kwok_annotations, replica
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = Path(os.environ.get("TRAINOP_CHROMIUM", "/usr/bin/chromium"))
+ADMIN = "ui-admin"
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    folder = Path(os.environ.get("TRAINOP_ARTIFACTS") or REPO / "tests" / "artifacts") / "ui"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert CHROMIUM.is_file(), f"{CHROMIUM} missing: install Debian's chromium (hack/install-browser.sh)"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def as_user(browser: Browser, user: str) -> Page:
+    """A page whose every request carries the header an authenticating proxy would add."""
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, extra_http_headers={"X-Forwarded-User": user}
+    )
+    return context.new_page()
+
+
+@pytest.fixture(scope="module")
+def ui(stack: TrainopStack) -> Iterator[str]:
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": ADMIN},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": ADMIN}],
+    }  # fmt: skip
+    stack.kubectl("apply", "-f", "-", input=json.dumps(binding))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--auth", "proxy", "--writable", "--port=0"],
+        cwd=REPO, env={**os.environ, "TRAINOP_KUBECONFIG": str(stack.kubeconfig)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert " at http://" in line, line + proc.stdout.read()
+    yield line.split(" at ", 1)[1].split()[0]
+    proc.terminate()
+    proc.wait(timeout=30)
+    stack.kubectl("delete", "clusterrolebinding", ADMIN, check=False)
+
+
+def pytorch(name: str, run_for: str | None = "6s") -> dict[str, Any]:
+    outcome = "Succeeded" if run_for else None
+    pods = kwok_annotations(outcome=outcome, run_for=run_for)
+    return job("PyTorchJob", name, {
+        "Master": replica("PyTorchJob", annotations=pods),
+        "Worker": replica("PyTorchJob", replicas=2, annotations=pods),
+    })  # fmt: skip
+
+
+def test_the_list_shows_a_jobs_state_change_in_place_within_2_seconds(
+    ui: str, browser: Browser, namespace: Namespace, artifacts: Path
+) -> None:
+    namespace.apply(pytorch("mnist", run_for="8s"))
+    namespace.wait_for("pytorchjob/mnist", "Running")
+    page = as_user(browser, ADMIN)
+    page.goto(f"{ui}?namespace={namespace.name}")
+    row = page.locator("table.jobs tbody tr", has_text="mnist")
+    expect(row).to_contain_text("Running")
+    page.screenshot(path=artifacts / "cluster-list.png", full_page=True)
+    namespace.wait_for("pytorchjob/mnist", "Succeeded")
+    expect(row.locator("td").nth(3)).to_contain_text("Succeeded", timeout=2000)
+    expect(row.locator("td").nth(4)).to_contain_text("Worker 0/2/0")
+
+
+def test_a_jobs_page_shows_its_own_pods_and_events_only(
+    ui: str, browser: Browser, namespace: Namespace, artifacts: Path
+) -> None:
+    namespace.apply(pytorch("one", run_for=None))
+    namespace.apply(pytorch("two", run_for=None))
+    namespace.wait_for("pytorchjob/one", "Running")
+    page = as_user(browser, ADMIN)
+    page.goto(f"{ui}job/{namespace.name}/PyTorchJob/one")
+    expect(page.locator("table.pods tbody tr")).to_have_count(3)
+    expect(page.locator("table.pods")).not_to_contain_text("two-")
+    expect(page.locator("table.events")).to_contain_text("SuccessfulCreatePod")
+    expect(page.locator("svg.timeline")).to_be_visible()
+    page.screenshot(path=artifacts / "cluster-job.png", full_page=True)
+
+
+def test_suspend_resume_and_delete_are_confirmed_and_done_as_the_user(
+    ui: str, browser: Browser, namespace: Namespace
+) -> None:
+    namespace.apply(pytorch("acted", run_for=None))
+    namespace.wait_for("pytorchjob/acted", "Running")
+    page = as_user(browser, ADMIN)
+    page.goto(f"{ui}job/{namespace.name}/PyTorchJob/acted")
+    page.on("dialog", lambda d: d.accept())
+    page.click("button:has-text('Suspend')")
+    expect(page.locator(".notice")).to_contain_text("suspended")
+    namespace.wait_for("pytorchjob/acted", "Suspended")
+    # A suspended job is offered Resume, not Suspend.
+    page.reload()
+    expect(page.locator("button:has-text('Suspend')")).to_have_count(0)
+    page.click("button:has-text('Resume')")
+    expect(page.locator(".notice")).to_contain_text("resumed")
+    assert namespace.get("pytorchjob/acted")["spec"]["runPolicy"]["suspend"] is False
+    page.click("button:has-text('Delete')")
+    expect(page.locator(".notice")).to_contain_text("deleted")
+    namespace.stack.wait_until("the job is gone", lambda: not namespace.exists("pytorchjob/acted"))
+
+
+def test_the_wizard_creates_a_job_on_the_cluster(
+    ui: str, browser: Browser, namespace: Namespace, artifacts: Path
+) -> None:
+    page = as_user(browser, ADMIN)
+    page.goto(f"{ui}new?kind=PyTorchJob")
+    page.fill("input[name=namespace]", namespace.name)
+    page.fill("input[name=name]", "Bad_Name")
+    expect(page.locator("#err-name")).to_contain_text("DNS-1035")
+    page.fill("input[name=name]", "wizard-made")
+    expect(page.locator("#err-name")).to_have_count(0)
+    page.click("button[value=dry-run]")
+    expect(page.locator(".verdict")).to_contain_text("the cluster accepts it (dry run)")
+    assert not namespace.exists("pytorchjob/wizard-made")
+    page.click("button[value=create]")
+    expect(page.locator("h1")).to_contain_text("wizard-made")
+    assert namespace.exists("pytorchjob/wizard-made")
+    page.screenshot(path=artifacts / "cluster-wizard-created.png", full_page=True)
+
+
+def test_a_user_who_may_list_only_namespace_a_sees_nothing_of_namespace_b(
+    ui: str, browser: Browser, stack: TrainopStack, namespace: Namespace, artifacts: Path
+) -> None:
+    other = Namespace(stack, f"e2e-{uuid.uuid4().hex[:8]}")
+    stack.cp.create_namespace(other.name)
+    user = f"alice-{uuid.uuid4().hex[:6]}"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "reader"},
+        "rules": [
+            {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]},
+        ],
+    }  # fmt: skip
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }  # fmt: skip
+    namespace.apply(role)
+    namespace.apply(binding)
+    namespace.apply(pytorch("visible", run_for=None))
+    other.apply(pytorch("hidden", run_for=None))
+    namespace.wait_for("pytorchjob/visible", "Created")
+    other.wait_for("pytorchjob/hidden", "Created")
+    admin = as_user(browser, ADMIN)
+    admin.goto(f"{ui}?namespace={other.name}")
+    expect(admin.locator("table.jobs")).to_contain_text("hidden")
+    page = as_user(browser, user)
+    page.goto(f"{ui}?q=visible")
+    expect(page.locator("table.jobs")).to_contain_text("visible")
+    page.goto(ui)
+    expect(page.locator("table.jobs")).not_to_contain_text("hidden")
+    assert other.name not in page.locator("select[name=namespace]").inner_text()
+    assert page.goto(f"{ui}job/{other.name}/PyTorchJob/hidden").status in (403, 404)
+    page.goto(f"{ui}job/{namespace.name}/PyTorchJob/visible")
+    csrf = page.get_attribute("meta[name=csrf-token]", "content") or ""
+    forged = page.request.post(f"{ui}action/delete/{namespace.name}/PyTorchJob/visible", form={"csrf": csrf})
+    assert forged.status == 403
+    assert namespace.exists("pytorchjob/visible")
+    page.screenshot(path=artifacts / "cluster-rbac.png", full_page=True)
+    stack.kubectl("delete", "namespace", other.name, "--wait=false", check=False)

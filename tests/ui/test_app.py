@@ -1,0 +1,217 @@
+"""The web app over run folders, through flask's test client: pages, streams, writes and their guards."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.ui.helpers import pod, pytorch, with_status, write_run
+from trainop.ui.app import Settings, create_app, row_id
+from trainop.ui.auth import AuthSettings
+from trainop.ui.links import Link
+from trainop.ui.runs import Runs
+
+
+def client(root: Path, **settings):
+    return create_app(Runs(root), Settings(poll_seconds=0.01, **settings)).test_client()
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf-token" content="([^"]+)"', html)
+    assert match
+    return match.group(1)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+def test_the_list_shows_each_run_with_its_state_and_replica_counts(root: Path):
+    write_run(root, "mnist-1", with_status(pytorch("mnist"), ("Running", "PyTorchJobRunning"),
+                                          replicaStatuses={"Worker": {"active": 2}}))  # fmt: skip
+    html = client(root).get("/").text
+    assert "PyTorchJobRunning" in html
+    assert 'Worker <b class="active">2</b>/<b class="succeeded">0</b>/<b class="failed">0</b>' in html
+
+
+def test_the_list_never_carries_a_jobs_spec(root: Path):
+    obj = with_status(pytorch("mnist"), ("Running", "R"))
+    obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = (
+        "secret-image:1"
+    )
+    write_run(root, "mnist-1", obj)
+    assert "secret-image" not in client(root).get("/").text
+
+
+def test_a_filtered_htmx_request_gets_only_the_table(root: Path):
+    write_run(root, "a", with_status(pytorch("a"), ("Failed", "F")))
+    write_run(root, "b", with_status(pytorch("b"), ("Running", "R")))
+    answer = client(root).get("/?state=Failed", headers={"HX-Request": "true", "HX-Target": "jobs"})
+    assert "<html" not in answer.text
+    assert 'data-key="a"' in answer.text and 'data-key="b"' not in answer.text
+
+
+def test_a_jobs_page_shows_its_pods_exit_codes_timeline_and_merged_log(root: Path):
+    failed = with_status(pytorch("mnist"), ("Created", "C"), ("Failed", "BackoffLimitExceeded"))
+    write_run(root, "mnist-1", failed, pods=[pod("mnist-worker-0", "Failed", restarts=1, exit_code=3)],
+              merged="[worker-0] step 1\n[worker-0] boom\n")  # fmt: skip
+    html = client(root).get("/job/mnist-1").text
+    assert "<svg" in html and "worker-0" in html
+    assert "3 (Error)" in html
+    assert "[worker-0] step 1\n[worker-0] boom\n" in html
+
+
+def test_one_containers_log_is_shown_alone(root: Path):
+    write_run(
+        root, "mnist-1", pytorch("mnist"), logs={"mnist-worker-0/pytorch": "only mine\n"}, merged="[x] all\n"
+    )
+    html = client(root).get("/job/mnist-1?log=mnist-worker-0/pytorch").text
+    assert "only mine" in html and "[x] all" not in html
+
+
+def test_an_unknown_run_or_a_path_outside_the_runs_is_404(root: Path):
+    write_run(root, "a", pytorch("a"))
+    c = client(root)
+    assert c.get("/job/nope").status_code == 404
+    assert c.get("/job/../a").status_code == 404
+
+
+def test_the_list_stream_sends_the_cells_of_the_listed_rows_then_only_changes(root: Path):
+    workdir = write_run(root, "a", with_status(pytorch("a"), ("Running", "R")), live=True)
+    answer = client(root).get("/stream/list?key=a")
+    body = answer.response
+    assert next(body).startswith(b"retry:")
+    first = next(body).decode()
+    assert first.startswith("event: cells") and f"{row_id('a')}-state" in first and "Running" in first
+    assert next(body) == b": idle\n\n"
+    record = (workdir / "run.json").read_text().replace('"Running"', '"Succeeded"')
+    (workdir / "run.json").write_text(record)
+    changed = next(body).decode()
+    assert "Succeeded" in changed and f"{row_id('a')}-replicas" not in changed
+    answer.close()
+
+
+def test_the_log_stream_starts_with_the_last_lines_then_follows(root: Path):
+    workdir = write_run(root, "a", pytorch("a"), merged="[w] one\n[w] two\n", live=True)
+    answer = client(root).get("/stream/logs/a")
+    body = answer.response
+    next(body)
+    assert next(body) == b'event: reset\ndata: ["[w] one", "[w] two"]\n\n'
+    with (workdir / "merged.log").open("a") as f:
+        f.write("[w] three\n")
+    assert b'event: lines\ndata: ["[w] three"]' in b"".join(next(body) for _ in range(2))
+    answer.close()
+
+
+def test_streams_beyond_the_bound_are_refused_with_503(root: Path):
+    write_run(root, "a", pytorch("a"), live=True)
+    c = create_app(Runs(root), Settings(max_streams=1, poll_seconds=0.01)).test_client()
+    first = c.get("/stream/list?key=a")
+    assert c.get("/stream/list?key=a").status_code == 503
+    first.close()
+    assert c.get("/stream/list?key=a").status_code == 200
+
+
+def test_a_read_only_ui_shows_no_actions_and_refuses_a_write_with_403(root: Path):
+    workdir = write_run(root, "a", pytorch("a"))
+    c = client(root)
+    page = c.get("/job/a").text
+    assert 'class="actions"' not in page
+    assert c.post("/action/delete/a", data={"csrf": csrf_of(page)}).status_code == 403
+    assert workdir.exists()
+
+
+def test_a_write_without_the_pages_csrf_token_is_refused(root: Path):
+    workdir = write_run(root, "a", pytorch("a"))
+    c = client(root, writable=True)
+    c.get("/job/a")
+    assert c.post("/action/delete/a", data={"csrf": "forged"}).status_code == 403
+    assert workdir.exists()
+
+
+def test_a_write_from_another_origin_is_refused_even_with_the_token(root: Path):
+    workdir = write_run(root, "a", pytorch("a"))
+    c = client(root, writable=True)
+    token = csrf_of(c.get("/job/a").text)
+    answer = c.post("/action/delete/a", data={"csrf": token}, headers={"Origin": "http://evil.example"})
+    assert answer.status_code == 403
+    assert workdir.exists()
+
+
+def test_deleting_a_finished_run_removes_its_folder(root: Path):
+    workdir = write_run(root, "a", pytorch("a"))
+    c = client(root, writable=True)
+    token = csrf_of(c.get("/job/a").text)
+    answer = c.post("/action/delete/a", data={"csrf": token})
+    assert answer.status_code == 303 and not workdir.exists()
+
+
+def test_a_live_run_is_not_deleted(root: Path):
+    workdir = write_run(root, "a", pytorch("a"), live=True)
+    c = client(root, writable=True)
+    token = csrf_of(c.get("/job/a").text)
+    answer = c.post("/action/delete/a", data={"csrf": token}, follow_redirects=True)
+    assert "still going: stop it first" in answer.text and workdir.exists()
+
+
+def test_the_wizard_puts_an_admission_message_at_the_field_it_names(root: Path):
+    html = client(root).post("/new", data={"kind": "PyTorchJob", "name": "ok", "Worker.replicas": "-1",
+                                           "Worker.image": "python:3.11"}).text  # fmt: skip
+    assert re.search(
+        r'id="err-Worker-replicas"[^>]*>Invalid value: -1: must be greater than or equal to 0', html
+    )
+
+
+def test_the_wizard_says_which_field_is_not_a_number(root: Path):
+    html = client(root).post("/new", data={"kind": "PyTorchJob", "name": "ok", "Worker.replicas": "two"}).text
+    assert re.search(r"id=\"err-Worker-replicas\"[^>]*>must be a whole number, not &#39;two&#39;", html)
+
+
+def test_a_valid_wizard_form_shows_its_yaml_and_no_error(root: Path):
+    form = {
+        "kind": "PyTorchJob",
+        "name": "ok",
+        "Worker.replicas": "2",
+        "Worker.image": "python:3.11",
+        "Worker.gpu": "1",
+    }
+    html = client(root).post("/new", data=form).text
+    assert 'class="error"' not in html
+    assert "nvidia.com/gpu: &#39;1&#39;" in html
+
+
+def test_proxy_auth_without_the_user_header_is_401_and_with_it_names_the_user(root: Path):
+    c = client(root, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    assert c.get("/").status_code == 401
+    assert "signed in as alice" in c.get("/", headers={"X-Forwarded-User": "alice"}).text
+
+
+def test_configured_links_are_expanded_over_the_jobs_fields(root: Path):
+    write_run(root, "a", pytorch("mnist", "team-a"))
+    link = Link(
+        "Grafana", "job", "https://grafana.example/d/x?var-ns=${metadata.namespace}&var-job=${metadata.name}"
+    )
+    html = client(root, links=(link,)).get("/").text
+    assert 'href="https://grafana.example/d/x?var-ns=team-a&amp;var-job=mnist"' in html
+
+
+def test_a_finished_run_offers_no_stop(root: Path):
+    write_run(root, "a", pytorch("a"))
+    page = client(root, writable=True).get("/job/a").text
+    assert "/action/stop/a" not in page and "/action/delete/a" in page
+
+
+def test_the_wizard_downloads_the_job_as_yaml(root: Path):
+    form = {
+        "kind": "PyTorchJob",
+        "name": "mine",
+        "Worker.replicas": "1",
+        "Worker.image": "python:3.11",
+        "do": "download",
+    }
+    answer = client(root).post("/new", data=form)
+    assert answer.headers["Content-Disposition"] == 'attachment; filename="mine.yaml"'
+    assert "kind: PyTorchJob" in answer.text and "image: python:3.11" in answer.text

@@ -1,0 +1,123 @@
+"""The cluster source against a small fake apiserver: calls made as the user, access filtering, logs."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask, Response, request
+from werkzeug.serving import make_server
+
+from tests.ui.helpers import pod, pytorch, with_status
+from trainop.kubeclient import KubeClient
+from trainop.ui.cluster import Cluster
+from trainop.ui.source import Container, NotAllowed, User
+from trainop.ui.summary import summarize
+
+Json = dict[str, Any]
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+        self.listable = {"team-a"}  # namespaces anyone may list jobs in
+        self.app = Flask(__name__)
+        self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
+
+    def answer(self, path: str) -> Any:
+        self.seen.append((request.method, "/" + path, dict(request.headers)))
+        if path == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            ns = request.get_json()["spec"]["resourceAttributes"].get("namespace", "")
+            return {"status": {"allowed": ns in self.listable}}
+        if path.endswith("pytorchjobs/secret"):
+            return Response(json.dumps({"message": "forbidden"}), 403)
+        if path.endswith("pytorchjobs/mnist"):
+            return with_status(pytorch("mnist", "team-a"), ("Running", "R"))
+        if path.endswith("/pods"):
+            owned = [pod("mnist-worker-0"), pod("mnist-worker-1")]
+            for p in owned:
+                p["metadata"]["ownerReferences"] = [{"uid": "uid-mnist"}]
+                p["spec"]["containers"] = [{"name": "pytorch"}]
+            stranger = pod("other-worker-0")
+            stranger["metadata"]["ownerReferences"] = [{"uid": "uid-other"}]
+            return {"items": [*owned, stranger]}
+        if path.endswith("/events"):
+            return {"items": []}
+        if path.endswith("/log"):
+            name = path.split("/")[-2]
+            return Response(f"{name} line 1\n{name} line 2\n", mimetype="text/plain")
+        return Response("{}", 404)
+
+
+@pytest.fixture
+def api() -> Iterator[tuple[FakeApi, Cluster]]:
+    fake = FakeApi()
+    server = make_server("127.0.0.1", 0, fake.app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = KubeClient(server=f"http://127.0.0.1:{server.server_port}", context=ssl.create_default_context())
+    yield fake, Cluster(client)
+    server.shutdown()
+
+
+def test_a_proxy_users_calls_carry_the_impersonation_headers(api: tuple[FakeApi, Cluster]) -> None:
+    fake, cluster = api
+    cluster.detail(User("alice", ("team-a",)), "team-a/PyTorchJob/mnist")
+    for _, _, headers in fake.seen:
+        assert headers["Impersonate-User"] == "alice"
+        assert headers["Impersonate-Group"] == "team-a"
+
+
+def test_a_token_users_calls_carry_their_own_token_and_no_impersonation(api: tuple[FakeApi, Cluster]) -> None:
+    fake, cluster = api
+    cluster.detail(User("bob", (), "bobs-token"), "team-a/PyTorchJob/mnist")
+    for _, _, headers in fake.seen:
+        assert headers["Authorization"] == "Bearer bobs-token"
+        assert "Impersonate-User" not in headers
+
+
+def test_a_jobs_page_holds_only_the_pods_that_job_owns(api: tuple[FakeApi, Cluster]) -> None:
+    _, cluster = api
+    detail = cluster.detail(User("alice"), "team-a/PyTorchJob/mnist")
+    assert detail is not None
+    assert [p["metadata"]["name"] for p in detail.pods] == ["mnist-worker-0", "mnist-worker-1"]
+
+
+def test_a_403_of_the_cluster_is_not_allowed(api: tuple[FakeApi, Cluster]) -> None:
+    _, cluster = api
+    with pytest.raises(NotAllowed):
+        cluster.detail(User("alice"), "team-a/PyTorchJob/secret")
+
+
+def test_the_list_holds_only_the_namespaces_the_user_may_list(api: tuple[FakeApi, Cluster]) -> None:
+    _, cluster = api
+    for ns in ("team-a", "team-b"):
+        key = f"{ns}/PyTorchJob/mnist"
+        cluster.jobs["PyTorchJob"][key] = summarize(pytorch("mnist", ns), key)
+    assert [s.namespace for s in cluster.summaries(User("alice"))] == ["team-a"]
+
+
+def test_merged_logs_prefix_every_pods_lines_as_trainop_run_does(api: tuple[FakeApi, Cluster]) -> None:
+    _, cluster = api
+    lines = [
+        line
+        for batch in cluster.follow_logs(User("alice"), "team-a/PyTorchJob/mnist", None, 10)
+        for line in batch
+    ]
+    assert sorted(lines) == [
+        "[worker-0] mnist-worker-0 line 1", "[worker-0] mnist-worker-0 line 2",
+        "[worker-1] mnist-worker-1 line 1", "[worker-1] mnist-worker-1 line 2",
+    ]  # fmt: skip
+
+
+def test_one_containers_log_has_no_prefix(api: tuple[FakeApi, Cluster]) -> None:
+    fake, cluster = api
+    batches = cluster.follow_logs(
+        User("alice"), "team-a/PyTorchJob/mnist", Container("mnist-worker-1", "pytorch"), 10
+    )
+    assert [line for batch in batches for line in batch] == ["mnist-worker-1 line 1", "mnist-worker-1 line 2"]
+    [(_, path, _)] = [s for s in fake.seen if s[1].endswith("/log")]
+    assert path == "/api/v1/namespaces/team-a/pods/mnist-worker-1/log"

@@ -1,0 +1,206 @@
+"""The web UI over `trainop run`'s runs, in a real browser: list, filter, a job's page, live updates,
+logs, the wizard, and the actions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+from tests.local.helpers import behave, eventually
+from tests.local.runs import start
+from tests.ui_browser.conftest import Serve
+from tests.ui_browser.helpers import finished_run, job_file, live_run, python, record, state
+
+# Prints a line, waits until the gate file exists, prints another.
+WAIT_FOR = (
+    "import pathlib,sys,time\n"
+    "print('{name} before', flush=True)\n"
+    "while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.05)\n"
+    "print('{name} after', flush=True)"
+)
+
+
+def waiting(name: str, gate: Path) -> list[str]:
+    return [*python(WAIT_FOR.format(name=name)), str(gate)]
+
+
+def test_a_finished_run_is_listed_with_its_state_and_replica_counts(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    finished_run(runs, "mnist", behave("--print", "hi from a worker"))
+    page.goto(serve())
+    row = page.locator("table.jobs tbody tr", has_text="mnist")
+    expect(row).to_contain_text("Succeeded")
+    expect(row.locator("td").nth(4)).to_contain_text("Worker 0/2/0")
+    page.screenshot(path=artifacts / "list.png", full_page=True)
+
+
+def test_the_list_is_readable_in_the_dark_theme(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    finished_run(runs, "mnist", behave())
+    page.emulate_media(color_scheme="dark")
+    page.goto(serve())
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(13, 17, 23)"
+    page.screenshot(path=artifacts / "list-dark.png", full_page=True)
+
+
+def test_filtering_by_state_keeps_only_matching_runs_and_puts_the_filter_in_the_url(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    finished_run(runs, "good", behave())
+    finished_run(runs, "bad", behave("--exit", "3"), workers=1, master=behave("--exit", "3"))
+    page.goto(serve())
+    expect(page.locator("table.jobs tbody tr")).to_have_count(2)
+    page.select_option("select[name=state]", "Failed")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(1)
+    expect(page.locator("table.jobs tbody tr")).to_contain_text("bad")
+    assert "state=Failed" in page.url
+    page.screenshot(path=artifacts / "list-filtered.png", full_page=True)
+
+
+def test_a_state_change_updates_the_row_in_place_within_2_seconds(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    gate = runs.parent / "gate"
+    finished_run(runs, "earlier", behave())
+    proc, workdir = live_run(runs, "live", waiting("w", gate))
+    page.goto(serve())
+    row = page.locator("table.jobs tbody tr", has_text="live")
+    expect(row).to_contain_text("Running")
+    order = page.locator("table.jobs tbody tr").evaluate_all("rows => rows.map(r => r.id)")
+    page.evaluate("document.querySelector('table.jobs tbody tr[data-key=live]').dataset.marker = 'same'")
+    gate.touch()
+    assert eventually(lambda: state(workdir) == "Succeeded")
+    expect(row.locator("td").nth(3)).to_contain_text("Succeeded", timeout=2000)
+    assert page.locator("table.jobs tbody tr").evaluate_all("rows => rows.map(r => r.id)") == order
+    assert (
+        page.evaluate("document.querySelector('table.jobs tbody tr[data-key=live]').dataset.marker") == "same"
+    )
+    page.screenshot(path=artifacts / "list-live.png", full_page=True)
+    assert proc.wait(timeout=60) == 0
+
+
+def test_a_jobs_page_shows_its_timeline_pods_events_and_merged_logs(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    finished_run(runs, "mnist", behave("--print", "hi from a worker"))
+    page.goto(serve())
+    page.click("text=mnist")
+    expect(page.locator("h1")).to_contain_text("PyTorchJob")
+    expect(page.locator("svg.timeline")).to_be_visible()
+    expect(page.locator("table.pods tbody tr")).to_have_count(3)
+    expect(page.locator("table.pods")).to_contain_text("worker-1")
+    expect(page.locator("pre.log")).to_contain_text("[worker-1] hi from a worker")
+    expect(page.locator("pre.log")).to_contain_text("[master-0] mnist master says hello")
+    expect(page.locator("table.events")).to_contain_text("job Succeeded")
+    page.screenshot(path=artifacts / "job.png", full_page=True)
+
+
+def test_one_pods_log_is_shown_without_the_others(page: Page, serve: Serve, runs: Path) -> None:
+    finished_run(runs, "mnist", behave("--print", "hi from a worker"))
+    page.goto(serve() + "job/mnist")
+    page.click("nav.logpick >> text=master-0/pytorch")
+    expect(page.locator("pre.log")).to_have_text("mnist master says hello\n")
+
+
+def test_a_live_runs_log_is_followed(page: Page, serve: Serve, runs: Path, artifacts: Path) -> None:
+    gate = runs.parent / "gate"
+    proc, _ = live_run(runs, "live", waiting("w", gate))
+    page.goto(serve() + "job/live")
+    log = page.locator("pre.log")
+    expect(log).to_contain_text("[worker-0] w before")
+    gate.touch()
+    expect(log).to_contain_text("[worker-1] w after")
+    expect(page.locator("[data-part=status]")).to_contain_text("Succeeded")
+    page.screenshot(path=artifacts / "job-live.png", full_page=True)
+    assert proc.wait(timeout=60) == 0
+
+
+def test_the_wizard_names_the_field_of_an_invalid_value_and_starts_a_valid_job(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    page.goto(serve("--writable") + "new")
+    page.select_option("select[name=kind]", "PyTorchJob")
+    expect(page.locator("fieldset.replica legend").first).to_contain_text("Master")
+    page.fill("input[name=namespace]", "team-a")
+    page.fill("input[name=name]", "Bad_Name")
+    error = page.locator("#err-name")
+    expect(error).to_contain_text("DNS-1035")
+    # A check's answer never rewrites an input: what was typed meanwhile stays.
+    expect(page.locator("input[name=namespace]")).to_have_value("team-a")
+    expect(page.locator("input[name=name]")).to_have_value("Bad_Name")
+    expect(page.locator("button[value=create]")).to_be_disabled()
+    page.screenshot(path=artifacts / "wizard-invalid.png", full_page=True)
+    page.fill("input[name=name]", "from-the-wizard")
+    expect(error).to_have_count(0)
+    page.fill("input[name='Worker.command']", "python3 -c \"print('made by the wizard')\"")
+    expect(page.locator("#wizard-yaml")).to_contain_text("made by the wizard")
+    page.screenshot(path=artifacts / "wizard.png", full_page=True)
+    page.click("button[value=create]")
+    expect(page.locator("h1")).to_contain_text("from-the-wizard")
+    expect(page.locator("[data-part=status]")).to_contain_text("Succeeded", timeout=60_000)
+    expect(page.locator("pre.log")).to_contain_text("[worker-0] made by the wizard")
+
+
+def test_stopping_a_run_asks_first_and_then_stops_it(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    gate = runs.parent / "never"
+    proc, workdir = live_run(runs, "live", waiting("w", gate))
+    page.goto(serve("--writable") + "job/live")
+    page.once("dialog", lambda d: d.dismiss())
+    page.click("button:has-text('Stop')")
+    assert proc.poll() is None
+    page.once("dialog", lambda d: d.accept())
+    page.click("button:has-text('Stop')")
+    expect(page.locator(".notice")).to_contain_text("stopping live")
+    assert proc.wait(timeout=60) != 0
+    assert "interrupted" in record(workdir)["finished"]["reason"]
+    page.screenshot(path=artifacts / "job-stopped.png", full_page=True)
+
+
+def test_deleting_a_finished_run_asks_first_and_removes_it(page: Page, serve: Serve, runs: Path) -> None:
+    workdir = finished_run(runs, "old", behave())
+    page.goto(serve("--writable") + "job/old")
+    page.once("dialog", lambda d: d.accept())
+    page.click("button:has-text('Delete')")
+    expect(page.locator(".notice")).to_contain_text("deleted the run folder")
+    expect(page.locator("table.jobs")).not_to_contain_text("old")
+    assert not workdir.exists()
+
+
+def test_a_read_only_ui_offers_no_actions_and_refuses_a_forged_write(
+    page: Page, serve: Serve, runs: Path
+) -> None:
+    workdir = finished_run(runs, "old", behave())
+    url = serve()
+    page.goto(url + "job/old")
+    expect(page.locator("div.actions")).to_have_count(0)
+    csrf = page.get_attribute("meta[name=csrf-token]", "content")
+    answer = page.request.post(url + "action/delete/old", form={"csrf": csrf or ""})
+    assert answer.status == 403
+    assert workdir.exists()
+
+
+def test_trainop_run_with_ui_prints_a_url_that_shows_the_live_run(
+    page: Page, runs: Path, artifacts: Path
+) -> None:
+    gate = runs.parent / "gate"
+    manifest = job_file(
+        runs.parent / "jobs" / "served", "served", waiting("w", gate), master=waiting("m", gate)
+    )
+    proc = start(str(manifest), "--workdir", str(runs / "served"), "--ui")
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert "web UI at http://127.0.0.1:" in line, line
+    assert eventually(lambda: state(runs / "served") == "Running")
+    page.goto(line.split(" at ", 1)[1].split()[0])
+    expect(page.locator("table.jobs tbody tr", has_text="served")).to_contain_text("Running")
+    page.click("text=served")
+    expect(page.locator("pre.log")).to_contain_text("[worker-1] w before")
+    page.screenshot(path=artifacts / "run-ui.png", full_page=True)
+    gate.touch()
+    assert proc.wait(timeout=60) == 0

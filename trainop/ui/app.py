@@ -1,0 +1,407 @@
+"""The web app: the job list, a job's page, its logs, the creation wizard and the actions.
+
+Pages are rendered on the server and work without JavaScript; htmx (vendored in static/) swaps the list
+when a filter changes and checks the wizard on every change; server-sent events update the list's cells
+and a job's page in place and follow logs. Each event stream holds a thread, so their number is bounded
+(`Settings.max_streams`) and each one ends after `stream_seconds` (the browser reconnects by itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from flask import Flask, Response, abort, g, redirect, render_template, request, url_for
+from markupsafe import Markup
+from werkzeug.utils import secure_filename
+
+from trainop.frameworks import KINDS, kind_info
+from trainop.local.logs import replica_name
+from trainop.ui.auth import TOKEN_COOKIE, Authenticator, AuthSettings, Unauthenticated, csrf_ok, csrf_token
+from trainop.ui.links import Link
+from trainop.ui.source import Container, Detail, Invalid, NotAllowed, Source, User
+from trainop.ui.summary import PAGE_SIZES, SORT_KEYS, STATES, Query, Summary, select
+from trainop.ui.timeline import timeline
+from trainop.ui.wizard import (
+    CLEAN_POLICIES,
+    DEFAULT_KIND,
+    FORM,
+    RESOURCES,
+    RUN_POLICY,
+    Form,
+    errors_by_field,
+    field_of,
+    form_fields,
+)
+
+Json = dict[str, Any]
+HERE = Path(__file__).parent
+# What a browser holds of a followed log; older lines are dropped as new ones come (static/ui.js too).
+LOG_LINES = 2000
+CSP = "; ".join(
+    (
+        "default-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "frame-ancestors 'none'",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    writable: bool = False  # read-only unless the UI's operator allows writes
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    links: tuple[Link, ...] = ()
+    max_streams: int = 64
+    stream_seconds: float = 600.0
+    poll_seconds: float = 1.0
+    title: str = "trainop"
+
+
+def row_id(key: str) -> str:
+    return "r" + hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    seconds = int(max(seconds, 0))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            rest = seconds % size // (size // 60 if unit != "m" else 1)
+            return f"{seconds // size}{unit}{rest}{'h' if unit == 'd' else 'm' if unit == 'h' else 's'}"
+    return f"{seconds}s"
+
+
+def create_app(source: Source, settings: Settings, authenticator: Authenticator | None = None) -> Flask:
+    app = Flask(__name__, static_folder=str(HERE / "static"), template_folder=str(HERE / "templates"))
+    app.secret_key = secrets.token_bytes(32)
+    app.config.update(SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_HTTPONLY=True)
+    auth = authenticator or Authenticator(settings.auth)
+    streams = threading.BoundedSemaphore(settings.max_streams)
+    app.jinja_env.globals.update(age=age, row_id=row_id)
+    cells = app.jinja_env.get_template("cells.html")
+
+    def now() -> datetime:
+        return datetime.now(UTC)
+
+    @app.before_request
+    def who() -> Any:
+        if request.endpoint in ("static", "signin", "healthz"):
+            return None
+        try:
+            g.user = auth.user(request)
+        except Unauthenticated as exc:
+            return render_template("signin.html", message=str(exc), settings=settings), 401
+        return None
+
+    @app.context_processor
+    def common() -> Json:
+        return {
+            "settings": settings,
+            "csrf": csrf_token(),
+            "user": getattr(g, "user", User()),
+            "age": age,
+            "now": now(),
+            "row_id": row_id,
+            "replica_name": replica_name,
+            "job_links": job_links,
+        }
+
+    def job_links(obj: Json, scope: str = "job") -> list[tuple[str, str]]:
+        return [(link.name, link.expand(obj)) for link in settings.links if link.scope == scope]
+
+    @app.after_request
+    def headers(response: Response) -> Response:
+        # No other origin's script or frame: the only JavaScript is the package's own static files.
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        return response
+
+    @app.get("/healthz")
+    def healthz() -> Any:
+        return {"ok": True}
+
+    # ---- the list -----------------------------------------------------------------------------------
+    @app.get("/")
+    def jobs() -> Any:
+        query = Query.from_args(request.args)
+        summaries = source.summaries(g.user)
+        page = select(summaries, query)
+        context = {
+            "page": page,
+            "query": query,
+            "namespaces": sorted({s.namespace for s in summaries}),
+            "kinds": sorted(KINDS),
+            "states": STATES,
+            "sorts": SORT_KEYS,
+            "sizes": PAGE_SIZES,
+            "args": {k: v for k, v in request.args.items() if k != "page"},
+        }
+        if request.headers.get("HX-Request") and request.headers.get("HX-Target") == "jobs":
+            return render_template("table.html", **context)
+        return render_template("list.html", **context)
+
+    @app.get("/stream/list")
+    def list_stream() -> Response:
+        keys = request.args.getlist("key")[: max(PAGE_SIZES)]
+        user = g.user
+        return stream(lambda: _list_events(source, user, keys, cells, settings.poll_seconds))
+
+    # ---- a job --------------------------------------------------------------------------------------
+    def detail_or_404(key: str) -> Detail:
+        try:
+            found = source.detail(g.user, key)
+        except NotAllowed:
+            abort(403)
+        if found is None:
+            abort(404)
+        return found
+
+    @app.get("/job/<path:key>")
+    def job(key: str) -> Any:
+        detail = detail_or_404(key)
+        chosen = _container(request.args.get("log", ""), detail)
+        # Without JavaScript this is the log; with it, the stream starts over from the same lines.
+        lines = next(iter(source.follow_logs(g.user, key, chosen, 500)), [])
+        return render_template(
+            "job.html",
+            d=detail,
+            key=key,
+            s=detail.summary,
+            picture=Markup(timeline(detail.job, detail.pods, now())),
+            yaml_text=_yaml(detail.job),
+            chosen=chosen,
+            lines=lines,
+            log_lines=LOG_LINES,
+            actions=[a for a in source.actions if applies(a, detail)] if settings.writable else [],
+            message=request.args.get("message", ""),
+        )
+
+    @app.get("/stream/job/<path:key>")
+    def job_stream(key: str) -> Response:
+        user = g.user
+        detail_or_404(key)
+        parts = app.jinja_env.get_template("parts.html")
+        return stream(lambda: _job_events(source, user, key, parts, settings.poll_seconds))
+
+    @app.get("/stream/logs/<path:key>")
+    def log_stream(key: str) -> Response:
+        detail = detail_or_404(key)
+        chosen = _container(request.args.get("log", ""), detail)
+        user = g.user
+        return stream(lambda: _log_events(source.follow_logs(user, key, chosen, 500)))
+
+    def stream(events: Any) -> Response:
+        if not streams.acquire(blocking=False):
+            return Response("too many open streams; try again later\n", 503, {"Retry-After": "5"})
+        deadline = time.monotonic() + settings.stream_seconds
+
+        def body() -> Iterator[str]:
+            try:
+                yield "retry: 2000\n\n"
+                for chunk in events():
+                    yield chunk
+                    if time.monotonic() > deadline:
+                        return
+            finally:
+                streams.release()
+
+        return Response(
+            body(),
+            mimetype="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    # ---- writes -------------------------------------------------------------------------------------
+    def writes_allowed() -> None:
+        if not settings.writable:
+            abort(403, "this UI is read-only")
+        if not csrf_ok(request):
+            abort(403, "the form is stale or not from this page (CSRF check): reload the page")
+
+    @app.post("/action/<action>/<path:key>")
+    def act(action: str, key: str) -> Any:
+        writes_allowed()
+        if action not in source.actions:
+            abort(404)
+        try:
+            message = source.act(g.user, key, action)
+        except NotAllowed as exc:
+            abort(403, str(exc))
+        except Invalid as exc:
+            message = str(exc)
+        if action == "delete" and not message.startswith(("the run", "no run")):
+            return redirect(url_for("jobs", message=message), 303)
+        return redirect(url_for("job", key=key, message=message), 303)
+
+    @app.route("/new", methods=["GET", "POST"])
+    def wizard() -> Any:
+        form = (
+            Form(dict(request.form.items()))
+            if request.method == "POST"
+            else Form.initial(request.args.get("kind", DEFAULT_KIND))
+        )
+        job, problems = form.job()
+        errors = errors_by_field(job, problems)
+        outcome = ""
+        if request.method == "POST" and request.form.get("do") == "download":
+            name = str(job["metadata"].get("name") or "job")
+            headers = {"Content-Disposition": f'attachment; filename="{secure_filename(name) or "job"}.yaml"'}
+            return Response(yaml.safe_dump(job, sort_keys=False), 200, headers, mimetype="application/yaml")
+        if request.method == "POST" and request.form.get("do") in ("create", "dry-run") and not errors:
+            writes_allowed()
+            try:
+                outcome = source.create(g.user, job, dry_run=request.form.get("do") == "dry-run")
+            except Invalid as exc:
+                for path, message in exc.errors:
+                    errors.setdefault(field_of(path) if path else FORM, []).append(message)
+            except NotAllowed as exc:
+                errors.setdefault(FORM, []).append(str(exc))
+            else:
+                if request.form.get("do") == "create":
+                    meta = job["metadata"]
+                    created = (
+                        outcome
+                        if source.creates == "started"
+                        else f"{meta['namespace']}/{job['kind']}/{meta['name']}"
+                    )
+                    target = url_for("job", key=created)
+                    if request.headers.get("HX-Request"):
+                        return Response("", 200, {"HX-Redirect": target})
+                    return redirect(target, 303)
+        context = {
+            "form": form,
+            "info": kind_info(form.kind),
+            "kinds": sorted(KINDS),
+            "errors": errors,
+            "yaml_text": yaml.safe_dump(job, sort_keys=False),
+            "resources": RESOURCES,
+            "run_policy": RUN_POLICY,
+            "clean_policies": CLEAN_POLICIES,
+            "outcome": outcome,
+            "FORM": FORM,
+            "create_label": "Start it here" if source.creates == "started" else "Create",
+        }
+        if request.headers.get("HX-Request") and request.form.get("do") in (None, "", "check"):
+            return render_template("wizard_check.html", fields=[FORM, *form_fields(form.kind)], **context)
+        return render_template("wizard.html", **context)
+
+    @app.route("/signin", methods=["GET", "POST"])
+    def signin() -> Any:
+        if request.method == "GET":
+            return render_template("signin.html", message="", settings=settings)
+        token = request.form.get("token", "").strip()
+        response = redirect(url_for("jobs"), 303)
+        response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", secure=request.is_secure)
+        return response
+
+    @app.errorhandler(403)
+    def forbidden(exc: Any) -> Any:
+        return render_template("error.html", code=403, message=exc.description), 403
+
+    @app.errorhandler(404)
+    def not_found(exc: Any) -> Any:
+        return render_template("error.html", code=404, message="no such job (or you may not see it)"), 404
+
+    return app
+
+
+def applies(action: str, detail: Detail) -> bool:
+    """Whether the job's page offers `action` now: suspend only a job that runs, resume a suspended one,
+    stop a live local run; delete always (a local run still going is refused with the reason)."""
+    state = detail.summary.state
+    if action == "suspend":
+        return state not in ("Suspended", "Succeeded", "Failed")
+    if action == "resume":
+        return state == "Suspended"
+    if action == "stop":
+        return detail.live
+    return True
+
+
+def _container(choice: str, detail: Detail) -> Container | None:
+    for c in detail.containers:
+        if f"{c.pod}/{c.name}" == choice:
+            return c
+    return None
+
+
+def _yaml(job: Json) -> str:
+    shown = json.loads(json.dumps(job))
+    (shown.get("metadata") or {}).pop("managedFields", None)
+    return yaml.safe_dump(shown, sort_keys=False)
+
+
+def _sse(event: str, data: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+def _list_events(source: Source, user: User, keys: list[str], cells: Any, poll: float) -> Iterator[str]:
+    """The cells of the listed rows whenever they change; never adds, removes or reorders rows."""
+    sent: dict[str, str] = {}
+    wanted = set(keys)
+    while True:
+        current = {s.key: s for s in source.summaries(user) if s.key in wanted}
+        now = datetime.now(UTC)
+        changed: dict[str, str] = {}
+        for key in keys:
+            rid = row_id(key)
+            summary: Summary | None = current.get(key)
+            for name in ("state", "replicas", "restarts", "duration"):
+                html = (
+                    str(getattr(cells.module, name)(summary, now))
+                    if summary
+                    else ("gone" if name == "state" else "")
+                )
+                if sent.get(f"{rid}-{name}") != html:
+                    changed[f"{rid}-{name}"] = sent[f"{rid}-{name}"] = html
+        yield _sse("cells", changed) if changed else ": idle\n\n"
+        time.sleep(poll)
+
+
+def _job_events(source: Source, user: User, key: str, parts: Any, poll: float) -> Iterator[str]:
+    sent: dict[str, str] = {}
+    while True:
+        detail = source.detail(user, key)
+        if detail is None:
+            yield _sse("parts", {"status": "<p>the job is gone</p>"})
+            return
+        now = datetime.now(UTC)
+        html = {
+            "status": str(parts.module.status(detail.summary, now)),
+            "pods": str(parts.module.pods(detail, replica_name)),
+            "events": str(parts.module.events(detail)),
+            "picture": timeline(detail.job, detail.pods, now),
+        }
+        changed = {k: v for k, v in html.items() if sent.get(k) != v}
+        sent.update(changed)
+        yield _sse("parts", changed) if changed else ": idle\n\n"
+        if not detail.live:
+            yield _sse("done", {})
+            return
+        time.sleep(poll)
+
+
+def _log_events(batches: Iterator[list[str]]) -> Iterator[str]:
+    first = True
+    for batch in batches:
+        if first:
+            yield _sse("reset", batch[-LOG_LINES:])
+            first = False
+        elif batch:
+            yield _sse("lines", batch[-LOG_LINES:])
+        else:
+            yield ": idle\n\n"
+    yield _sse("done", {})

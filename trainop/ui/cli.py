@@ -1,0 +1,145 @@
+"""`trainop ui [RUNS_DIR]`: serve the web UI over the runs of `trainop run`, or over a cluster (--cluster)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from werkzeug.serving import ThreadedWSGIServer
+
+from trainop.ui.app import Settings, create_app
+from trainop.ui.auth import MODES, AuthSettings
+from trainop.ui.cluster import cluster_source
+from trainop.ui.links import load_links
+from trainop.ui.runs import Runs
+from trainop.ui.source import Source
+
+DEFAULT_RUNS = Path("trainop-runs")
+# Open connections served at once; past this a new one gets a 503 at once instead of a thread.
+MAX_CONNECTIONS = 128
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "runs",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_RUNS,
+        metavar="RUNS_DIR",
+        help="the folder of `trainop run`'s runs to browse (default: ./trainop-runs)",
+    )
+    add_server_arguments(parser)
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="serve the cluster of TRAINOP_KUBECONFIG (or the pod's ServiceAccount) instead of local runs",
+    )
+    parser.add_argument("--auth", choices=MODES, default="none", help="how users sign in (default: none)")
+    parser.add_argument(
+        "--user-header", default="X-Forwarded-User", help="with --auth proxy: the header naming the user"
+    )
+    parser.add_argument("--groups-header", default="", help="with --auth proxy: the header listing groups")
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port to listen on, 0 for any (default: 8080)")
+    parser.add_argument(
+        "--writable",
+        action="store_true",
+        help="allow actions (stop, delete, suspend, resume) and creating jobs; read-only without it",
+    )
+    parser.add_argument("--links", type=Path, metavar="FILE", help="a YAML list of links: name, scope, url")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    auth = AuthSettings(
+        getattr(args, "auth", "none"),
+        getattr(args, "user_header", "X-Forwarded-User"),
+        getattr(args, "groups_header", ""),
+    )
+    if auth.mode == "none" and not _loopback(args.host):
+        raise ValueError(
+            f"--host {args.host}: without sign-in (--auth none) the UI listens only on this machine "
+            "(127.0.0.1); choose --auth proxy or --auth token to serve other machines"
+        )
+    links = tuple(load_links(args.links)) if args.links else ()
+    return Settings(writable=args.writable, auth=auth, links=links)
+
+
+class BoundedServer(ThreadedWSGIServer):
+    """werkzeug's threaded server with a bound on the threads: one per open connection."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            try:
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+            finally:
+                self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def serve(app: Flask, host: str, port: int) -> BoundedServer:
+    """The server, bound and ready; call `serve_forever()` on it (in a thread, beside a run)."""
+    return BoundedServer(host, port, app)
+
+
+def url_of(server: BoundedServer) -> str:
+    host, port = server.server_address[:2]
+    name = host.decode() if isinstance(host, bytes) else str(host)
+    shown = f"[{name}]" if ":" in name else name
+    return f"http://{shown}:{port}/"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from(args)
+        source: Source
+        authenticator = None
+        if args.cluster:
+            source, authenticator = cluster_source(settings)
+        else:
+            source = Runs(args.runs)
+        app = create_app(source, settings, authenticator)
+        server = serve(app, args.host, args.port)
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    where = "the cluster" if args.cluster else f"the runs in {args.runs}"
+    mode = "writable" if settings.writable else "read-only"
+    print(f"trainop ui: serving {where} at {url_of(server)} ({mode})")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,41 @@
+"""`trainop run FILE [--ui]`: `trainop run`, with the web UI served beside the run when asked."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+from trainop.local import cli as local_cli
+from trainop.local.runner import EXIT_NOT_RUNNABLE
+from trainop.ui.app import Settings, create_app
+from trainop.ui.cli import DEFAULT_RUNS, serve, url_of
+from trainop.ui.runs import Runs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    local_cli.add_arguments(parser)
+    parser.add_argument(
+        "--ui", action="store_true", help="serve the web UI over this run (and its neighbours) on 127.0.0.1"
+    )
+    parser.add_argument(
+        "--ui-port", type=int, default=0, metavar="N", help="the UI's port (default: any free one)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.ui:
+        root: Path = args.workdir.parent if args.workdir else DEFAULT_RUNS
+        try:
+            server = serve(create_app(Runs(root), Settings()), "127.0.0.1", args.ui_port)
+        except OSError as exc:
+            print(f"error: --ui-port {args.ui_port}: {exc}", file=sys.stderr)
+            return EXIT_NOT_RUNNABLE
+        threading.Thread(target=server.serve_forever, name="ui", daemon=True).start()
+        print(
+            f"trainop: web UI at {url_of(server)} while the run lasts; afterwards: trainop ui {root}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return local_cli.run(args)

@@ -1,0 +1,88 @@
+"""What the pages read and do, whatever serves the jobs: a cluster (cluster.py) or local runs (runs.py).
+
+Every call names the user it is made for; a cluster source makes it as that user, so the cluster's RBAC,
+not the UI, decides what each user sees and may do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from trainop.ui.summary import Summary
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class User:
+    name: str = ""  # "" when the UI has no authentication (local use)
+    groups: tuple[str, ...] = ()
+    token: str = ""  # the user's own bearer token, when that is how they signed in
+
+
+@dataclass(frozen=True)
+class Event:
+    time: str
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+    object: str = ""  # the object it is about: `<Kind>/<name>`
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Container:
+    pod: str
+    name: str
+
+
+@dataclass
+class Detail:
+    summary: Summary
+    job: Json
+    pods: list[Json]
+    events: list[Event]
+    containers: list[Container]  # whose logs can be read, in pod order
+    live: bool  # whether it can still change (logs followed, the page updated)
+    notes: list[str] = field(default_factory=list)  # what a reader should know about where this came from
+
+
+class NotAllowed(Exception):
+    """The user may not do this (the cluster answered 403, or the UI is read-only)."""
+
+
+class Invalid(Exception):
+    """What was sent cannot be applied; `errors` are (field path, message) pairs."""
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in errors))
+        self.errors = errors
+
+
+class Source(Protocol):
+    # Which actions apply to jobs of this source, in the order the page offers them.
+    actions: tuple[str, ...]
+    # What a created job becomes: "created" on a cluster, "started" for a local run.
+    creates: str
+
+    def summaries(self, user: User) -> list[Summary]: ...
+
+    def detail(self, user: User, key: str) -> Detail | None: ...
+
+    def follow_logs(
+        self, user: User, key: str, container: Container | None, tail: int
+    ) -> Iterator[list[str]]:
+        """The last `tail` lines (of every container with its prefix when `container` is None), then the
+        new ones as they come; yields an empty batch at least every few seconds while nothing comes, so
+        the caller can notice a closed client; ends when the job can no longer log."""
+        ...
+
+    def act(self, user: User, key: str, action: str) -> str:
+        """Do `action` (one of `actions`) to the job; returns what happened, for the page."""
+        ...
+
+    def create(self, user: User, job: Json, dry_run: bool) -> str:
+        """Create the job (or only check that it would be, with `dry_run`); raises Invalid or NotAllowed."""
+        ...
