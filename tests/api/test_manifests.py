@@ -80,7 +80,14 @@ def test_kustomization_lists_every_kind(applied: list[Json], installed: list[Jso
     assert {
         d["spec"]["parentResource"]["resource"] for d in find(installed, "CompositeController")
     } == PLURALS
-    cluster_scoped = {"Namespace", "CompositeController", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "CompositeController",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for doc in installed:
         if doc["kind"] not in cluster_scoped and "Webhook" not in doc["kind"]:
             assert doc["metadata"]["namespace"] == manifests.NAMESPACE, doc["metadata"]["name"]
