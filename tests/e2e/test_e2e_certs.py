@@ -3,10 +3,10 @@
 A control plane of its own: the install's webhook configurations go in under their real names
 (trainop-mutate, trainop-validate) and with them the session stack's webhooks would be called twice. What
 is installed is manifests/ as `kubectl apply --server-side -k` sends it: namespace, the webhooks'
-ServiceAccount, Role, ClusterRole and bindings, Service and webhook configurations; only clientConfig
-becomes a loopback URL (kwok pods get no routable IPs) and the Deployment is replaced by the real server
-process, run with the Deployment's own certificate settings and a token of its ServiceAccount
-(`kubectl create token`), so every API call is checked against the manifests' RBAC.
+ServiceAccount, Role, ClusterRole and bindings, Service, webhook configurations and admission policies;
+only clientConfig becomes a loopback URL (kwok pods get no routable IPs) and the Deployment is replaced
+by the real server process, run with the Deployment's own certificate settings and a token of its
+ServiceAccount (`kubectl create token`), so every API call is checked against the manifests' RBAC.
 
 Phases build on each other (module-scoped fixtures): first start -> restart -> a second replica -> the
 Secret deleted and two servers racing for a new one -> the manifests re-applied, as an upgrade does ->
@@ -53,12 +53,13 @@ CHECK_SECONDS = "2"
 
 
 def installed_objects(url: str, timeout_seconds: int = 10) -> list[dict[str, Any]]:
-    """manifests/ as kubectl would apply it, minus the Deployments and the generated job CRDs/RBAC.
+    """manifests/ as kubectl would apply it, minus the Deployments and the generated job CRDs/RBAC (the
+    admission policies included: every write of the server passes them).
 
     The webhook configurations call `url` instead of the Service; nothing else is changed.
     """
     docs = []
-    for name in ("namespace.yaml", "webhooks.yaml", "webhookconfigurations.yaml"):
+    for name in ("namespace.yaml", "webhooks.yaml", "webhookconfigurations.yaml", "admissionpolicies.yaml"):
         docs += [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
     out = []
     for doc in docs:
