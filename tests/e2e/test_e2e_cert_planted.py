@@ -75,10 +75,18 @@ def test_once_installed_nobody_but_the_webhook_account_may_rewrite_the_secret(
     planted: tuple[Install, bytes],
 ) -> None:
     install, _ = planted
-    secret, _ = planted_secret()
-    res = install.cp.kubectl("apply", "-f", "-", input=json.dumps(secret), check=False)
-    assert res.returncode != 0
-    assert f"may create or update the webhook certificate Secret {SECRET}" in res.stderr, res.stderr
+    body = json.dumps(planted_secret()[0])
+    denial = f"may create or update the webhook certificate Secret {SECRET}"
+
+    def denied(*dry_run: str) -> bool:
+        res = install.cp.kubectl("apply", *dry_run, "-f", "-", input=body, check=False)
+        return res.returncode != 0 and denial in res.stderr
+
+    # The apiserver enforces a new policy once its informer has it, a moment after the create.
+    install.cp.wait_until(
+        "the Secret's admission policy in force", lambda: denied("--dry-run=server"), timeout=30
+    )
+    assert denied()
 
 
 def test_a_planted_certificate_secret_is_refused_until_deleted(planted: tuple[Install, bytes]) -> None:
@@ -90,7 +98,7 @@ def test_a_planted_certificate_secret_is_refused_until_deleted(planted: tuple[In
         return "secret-refused" in proc.log_path.read_text(errors="replace")
 
     install.cp.wait_until("the server to refuse the planted Secret", refused, timeout=60, watch=[proc])
-    # Refused at start-up: the server has not bound its port (the pod is unready) and wrote nothing.
+    # Refused at start-up: no certificate file, so no server (the pod is unready), and nothing written.
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
     assert install.secret()["metadata"]["resourceVersion"] == before

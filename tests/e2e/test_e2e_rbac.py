@@ -9,6 +9,7 @@ server runs, which leaves the objects under test as the install wrote them.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -86,8 +87,34 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def release(cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """The default install, once the apiserver enforces its admission policies (a moment after helm)."""
     rel = Release(cluster, packaged_chart(tmp_path_factory.mktemp("chart")), RELEASE, NAMESPACE)
     rel.install()
+    patch = json.dumps(HOSTILE_PATCHES["failurePolicy Ignore"])
+    probes = {
+        ONLY_CA_BUNDLE: (
+            WEBHOOKS,
+            "patch",
+            "mutatingwebhookconfiguration",
+            f"{RELEASE}-mutate",
+            "--type=json",
+            "-p",
+            patch,
+        ),
+        "webhook certificate Secret": ("admin", "create", "secret", "generic", SECRET, "-n", NAMESPACE),
+        ONLY_JOB_EVENTS: (HOOKS, "create", "-f", "-"),
+    }
+    pod_event = event("probe", {"apiVersion": "v1", "kind": "Pod", "name": "p"}, "tfjob-controller")
+
+    def enforced(message: str, user: str, *args: str) -> bool:
+        who = () if user == "admin" else (f"--as={user}",)
+        body = json.dumps(pod_event) if "-f" in args else None
+        res = rel.kubectl(*who, *args, "--dry-run=server", input=body, check=False)
+        return res.returncode != 0 and message in res.stderr
+
+    for message, (user, *args) in probes.items():
+        check = functools.partial(enforced, message, user, *args)
+        cluster.wait_until(f"policy in force: {message}", check, timeout=30)
     return rel
 
 
