@@ -115,7 +115,11 @@ def test_metacontroller_runs_with_the_narrowed_cluster_role(release: Release) ->
     rules = release.values()["metacontroller"]["clusterRole"]["rules"]
     assert not any("*" in r.get("resources", []) and "*" in r.get("apiGroups", []) for r in rules)
     log = release.servers_log("metacontroller")
-    assert "forbidden" not in log.lower(), log[-3000:]
+    # Metacontroller starts a Namespace informer for customize hooks whether a controller has one or not
+    # (trainop has none); the role holds no Namespaces (docs/security.md), so that list alone is refused.
+    refused = [line for line in log.splitlines() if "forbidden" in line.lower()]
+    unexpected = [line for line in refused if 'cannot list resource \\"namespaces\\"' not in line]
+    assert not unexpected, "\n".join(unexpected)[-3000:]
     assert '"msg":"Starting CompositeController"' in log
 
 
