@@ -49,8 +49,13 @@ def test_the_chart_renders_the_policies_manifests_install(
     assert policies(render(helm)) == policies(installed)
 
 
-def test_manifests_install_the_three_policies_each_with_a_deny_binding(installed: list[Json]) -> None:
-    names = {"trainop-webhooks-ca-bundle-only", "trainop-webhook-cert-writer", "trainop-hooks-events"}
+def test_manifests_install_the_four_policies_each_with_a_deny_binding(installed: list[Json]) -> None:
+    names = {
+        "trainop-webhooks-ca-bundle-only",
+        "trainop-webhook-cert-writer",
+        "trainop-hooks-events",
+        "trainop-hooks-job-deletion",
+    }
     assert set(policies(installed)) == names
     bindings = {d["metadata"]["name"]: d["spec"] for d in installed if d["kind"] == POLICY_KINDS[1]}
     assert bindings == {n: {"policyName": n, "validationActions": ["Deny"]} for n in names}
@@ -59,7 +64,10 @@ def test_manifests_install_the_three_policies_each_with_a_deny_binding(installed
 def test_with_cert_manager_no_policy_keeps_cert_manager_from_writing_the_secret(
     helm: tuple[str, Path],
 ) -> None:
-    assert set(policies(render(helm, "certManager.enabled=true"))) == {"trainop-hooks-events"}
+    assert set(policies(render(helm, "certManager.enabled=true"))) == {
+        "trainop-hooks-events",
+        "trainop-hooks-job-deletion",
+    }
 
 
 def test_adopting_a_hand_made_secret_leaves_the_secret_writable(helm: tuple[str, Path]) -> None:

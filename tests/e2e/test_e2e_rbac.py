@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from chart import Release, packaged_chart
 from controlplane import ControlPlane, default_bin_dir
+from trainop_stack import job, replica
 
 from trainop import kubeclient
 from trainop.install import policies
@@ -32,6 +33,7 @@ ONLY_CA_BUNDLE = policies.WEBHOOK_CONFIGURATION_VALIDATIONS[2]["message"]
 ONLY_OWN_CONFIGURATIONS = policies.WEBHOOK_CONFIGURATION_VALIDATIONS[0]["message"]
 ONLY_JOB_EVENTS = policies.HOOKS_EVENT_VALIDATIONS[0]["message"]
 ONLY_AGGREGATE = policies.HOOKS_EVENT_VALIDATIONS[1]["message"]
+ONLY_FINISHED_WITH_TTL = policies.HOOKS_JOB_DELETION_VALIDATIONS[0]["message"]
 # What the issue's attacker patched into the mutating configuration, one change at a time.
 HOSTILE_PATCHES = {
     "failurePolicy Ignore": [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}],
@@ -89,7 +91,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 def release(cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Release:
     """The default install, once the apiserver enforces its admission policies (a moment after helm)."""
     rel = Release(cluster, packaged_chart(tmp_path_factory.mktemp("chart")), RELEASE, NAMESPACE)
-    rel.install()
+    # No webhook server runs: jobs of the tenant namespace go in unadmitted, as the tests need them.
+    rel.install([f"webhooks.excludedNamespaces={{{TENANT}}}"])
     patch = json.dumps(HOSTILE_PATCHES["failurePolicy Ignore"])
     probes = {
         ONLY_CA_BUNDLE: (
@@ -297,6 +300,41 @@ def test_the_hooks_read_jobs_one_by_one_and_list_nothing(release: Release) -> No
     assert not can_i(release, HOOKS, "create", "events.events.k8s.io", "-n", TENANT)
 
 
+def tfjob(rel: Release, name: str, finished: bool, ttl: bool) -> None:
+    """A TFJob in the tenant namespace, Succeeded (status written as its controller would) or running."""
+    run_policy = {"ttlSecondsAfterFinished": 60} if ttl else None
+    body = job("TFJob", name, {"Worker": replica("TFJob")}, run_policy=run_policy)
+    rel.kubectl("create", "-n", TENANT, "-f", "-", input=json.dumps(body))
+    if finished:
+        done = {"type": "Succeeded", "status": "True", "reason": "TFJobSucceeded", "message": "done"}
+        status = json.dumps({"status": {"conditions": [done], "replicaStatuses": {}}})
+        rel.kubectl(
+            "patch", "tfjob", name, "-n", TENANT, "--subresource=status", "--type=merge", "-p", status
+        )
+
+
+def hooks_delete(rel: Release, name: str) -> tuple[bool, str]:
+    return as_user(rel, HOOKS, "delete", "tfjob", name, "-n", TENANT, "--dry-run=server", "--wait=false")
+
+
+def test_the_hooks_may_delete_a_finished_job_past_its_ttl(release: Release) -> None:
+    tfjob(release, "finished-ttl", finished=True, ttl=True)
+    ok, out = hooks_delete(release, "finished-ttl")
+    assert ok, out
+
+
+def test_the_hooks_cannot_delete_a_running_job(release: Release) -> None:
+    tfjob(release, "running-ttl", finished=False, ttl=True)
+    ok, out = hooks_delete(release, "running-ttl")
+    assert not ok and ONLY_FINISHED_WITH_TTL in out, out
+
+
+def test_the_hooks_cannot_delete_a_finished_job_without_a_ttl(release: Release) -> None:
+    tfjob(release, "finished-kept", finished=True, ttl=False)
+    ok, out = hooks_delete(release, "finished-kept")
+    assert not ok and ONLY_FINISHED_WITH_TTL in out, out
+
+
 # ---------------------------------------------------------------------- Metacontroller
 def test_metacontroller_cannot_read_secrets_or_namespaces(release: Release, metacontroller: str) -> None:
     for args in (("list", "secrets", "-A"), ("get", "secrets", "-n", "kube-system"), ("list", "namespaces")):
@@ -339,11 +377,11 @@ def test_metacontroller_still_creates_the_children_and_roles_of_jobs(
     assert ok, out
 
 
-def test_the_release_installs_its_three_policies(release: Release) -> None:
+def test_the_release_installs_its_four_policies(release: Release) -> None:
     names = release.kubectl(
         "get", "validatingadmissionpolicies", "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
     ).stdout.split()
     assert sorted(names) == sorted(
         f"validatingadmissionpolicy.admissionregistration.k8s.io/{RELEASE}-{n}"
-        for n in ("webhooks-ca-bundle-only", "webhook-cert-writer", "hooks-events")
+        for n in ("webhooks-ca-bundle-only", "webhook-cert-writer", "hooks-events", "hooks-job-deletion")
     )

@@ -234,7 +234,7 @@ def rbac(kinds: Iterable[KindInfo] = KINDS.values(), namespace: str = NAMESPACE)
 def admission_policies(cert_secret: str | None = WEBHOOK_CERT) -> list[Json]:
     """manifests/admissionpolicies.yaml: trainop/install/policies.py with the install's names."""
     return policies.admission_policies(
-        KINDS.values(),
+        list(KINDS.values()),
         prefix="trainop",
         namespace=NAMESPACE,
         hooks_account=HOOKS_NAME,
@@ -252,6 +252,7 @@ def chart_admission_policies(kinds: Iterable[KindInfo] = KINDS.values()) -> Json
         "webhookConfigurationValidations": list(policies.WEBHOOK_CONFIGURATION_VALIDATIONS),
         "certSecretValidations": list(policies.CERT_SECRET_VALIDATIONS),
         "hooksEventValidations": list(policies.HOOKS_EVENT_VALIDATIONS),
+        "hooksJobDeletionValidations": list(policies.HOOKS_JOB_DELETION_VALIDATIONS),
     }
 
 

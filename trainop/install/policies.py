@@ -10,7 +10,9 @@ whatever the caller's RBAC (docs/security.md#admission-policies):
   certificate only; deleting it stays open to whoever RBAC allows, which makes the server issue a new one);
 * the hooks ServiceAccount may create Events only about kubeflow.org jobs, as that kind's controller
   (`source.component`), and patch only such Events, changing nothing but the count, the timestamps and
-  the occurrence annotation.
+  the occurrence annotation;
+* the hooks ServiceAccount may delete only a finished job (Succeeded or Failed) that sets
+  ttlSecondsAfterFinished: its TTL deletion, and nothing a forged sync could ask for.
 
 The expressions are built here once; `generated_manifests` writes them into manifests/ with the default
 names and into charts/trainop/files/ for the chart's templates, which add the release's names as
@@ -137,6 +139,22 @@ HOOKS_EVENT_VALIDATIONS: tuple[Json, ...] = (
 )
 
 
+HOOKS_JOB_DELETION_VALIDATIONS: tuple[Json, ...] = (
+    {
+        "expression": (
+            "has(oldObject.status) && has(oldObject.status.conditions) && "
+            'oldObject.status.conditions.exists(c, c.type in ["Succeeded", "Failed"] && c.status == "True") '
+            "&& has(oldObject.spec.runPolicy) && has(oldObject.spec.runPolicy.ttlSecondsAfterFinished)"
+        ),
+        "message": (
+            "the hooks ServiceAccount may delete only a finished job (Succeeded or Failed) that sets "
+            "runPolicy.ttlSecondsAfterFinished"
+        ),
+        "reason": "Forbidden",
+    },
+)
+
+
 def service_account_user(namespace: str, name: str) -> str:
     return f"system:serviceaccount:{namespace}:{name}"
 
@@ -177,7 +195,7 @@ def _policy(
                 "failurePolicy": "Fail",
                 "matchConstraints": constraints,
                 "matchConditions": [{"name": "caller", "expression": match_user}],
-                "variables": variables,
+                **({"variables": variables} if variables else {}),
                 "validations": [dict(v) for v in validations],
             },
         },
@@ -191,7 +209,7 @@ def _policy(
 
 
 def admission_policies(
-    kinds: Iterable[KindInfo],
+    kinds: Sequence[KindInfo],
     *,
     prefix: str,
     namespace: str,
@@ -235,6 +253,22 @@ def admission_policies(
             CERT_SECRET_VALIDATIONS,
             namespace=namespace,
         )
+    hooks_user = f"request.userInfo.username == {cel_string(service_account_user(namespace, hooks_account))}"
+    docs += _policy(
+        f"{prefix}-hooks-job-deletion",
+        labels,
+        [
+            {
+                "apiGroups": [GROUP],
+                "apiVersions": ["*"],
+                "operations": ["DELETE"],
+                "resources": [k.plural for k in kinds],
+            }
+        ],
+        hooks_user,
+        [],
+        HOOKS_JOB_DELETION_VALIDATIONS,
+    )
     docs += _policy(
         f"{prefix}-hooks-events",
         labels,
