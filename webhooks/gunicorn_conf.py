@@ -2,11 +2,12 @@
 
 Environment:
   TRAINOP_WEBHOOK_BIND      address to listen on (default 0.0.0.0:9443)
-  TRAINOP_WEBHOOK_CERT_MODE self: the server issues and rotates its own certificate in a Secret and injects
-                            its CA into the webhook configurations (webhooks.selfcert; the install default);
-                            files (default when unset): serve the files below, made by cert-manager or by hand
-  TRAINOP_TLS_CERT_FILE     files mode: serving certificate (PEM); re-read when the file changes
-  TRAINOP_TLS_KEY_FILE      files mode: its private key; leave both unset for plain HTTP (tests, local runs)
+  TRAINOP_WEBHOOK_CERT_MODE files (the only mode; default when unset): serve the files below, written by the
+                            cert-rotator sidecar (webhooks.certrotate, the install default), cert-manager
+                            or by hand. The server itself never needs an API token.
+  TRAINOP_TLS_CERT_FILE     serving certificate (PEM); re-read when the file changes
+  TRAINOP_TLS_KEY_FILE      its private key (the same file as the certificate for cert-rotator's tls.pem);
+                            leave both unset for plain HTTP (tests, local runs)
   TRAINOP_WEBHOOK_WORKERS   worker processes (default 2)
   TRAINOP_WEBHOOK_THREADS   threads per worker (default 16)
   TRAINOP_WEBHOOK_MAX_BODY_BYTES  request body limit, read by webhooks.app (default 8 MiB)
@@ -19,7 +20,6 @@ Environment:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import ssl
 from collections.abc import Callable
@@ -27,7 +27,6 @@ from typing import Any
 
 from trainop.metrics import GunicornHooks, MetricsLimits
 from trainop.serving import Deadlines, deadline_worker
-from webhooks import selfcert
 from webhooks.tls import CertReloader
 
 
@@ -77,40 +76,14 @@ loglevel = os.environ.get("TRAINOP_WEBHOOK_LOG_LEVEL", "info")
 certfile = os.environ.get("TRAINOP_TLS_CERT_FILE") or None
 keyfile = os.environ.get("TRAINOP_TLS_KEY_FILE") or None
 _cert_mode = os.environ.get("TRAINOP_WEBHOOK_CERT_MODE") or "files"
-_self_cert: selfcert.Settings | None = None
-if _cert_mode == "self":
-    if certfile or keyfile:
-        raise ValueError("TRAINOP_TLS_CERT_FILE/TRAINOP_TLS_KEY_FILE are for TRAINOP_WEBHOOK_CERT_MODE=files")
-    _self_cert = selfcert.Settings.from_env()
-    # One file holds key and certificate (ssl reads the key from the certificate file when keyfile is unset).
-    certfile = str(_self_cert.pem_file)
-    _certs: CertReloader | None = CertReloader(certfile, certfile)
-elif _cert_mode == "files":
-    if (certfile is None) != (keyfile is None):
-        raise ValueError("set both TRAINOP_TLS_CERT_FILE and TRAINOP_TLS_KEY_FILE, or neither for plain HTTP")
-    _certs = CertReloader(certfile, keyfile) if certfile and keyfile else None
-else:
-    raise ValueError(f"TRAINOP_WEBHOOK_CERT_MODE must be self or files, got {_cert_mode!r}")
-_rotator: selfcert.Rotator | None = None
-
-
-def _start_own_certificate() -> None:
-    """Self mode: the certificate in place and injected before gunicorn binds (and so before readiness)."""
-    global _rotator
-    if _self_cert is None:
-        return
-    from trainop import kubeclient
-
-    selfcert.configure_logging()
-    client = dataclasses.replace(kubeclient.from_env(), field_manager=selfcert.FIELD_MANAGER)
-    _rotator = selfcert.Rotator(selfcert.CertKeeper(client, _self_cert))
-    _rotator.start_up()
-    _rotator.start()
-
-
-def _stop_own_certificate() -> None:
-    if _rotator is not None:
-        _rotator.stop()
+if _cert_mode != "files":
+    raise ValueError(
+        f"TRAINOP_WEBHOOK_CERT_MODE must be files, got {_cert_mode!r}: the self-managed certificate is kept "
+        "by a process of its own, `python -m webhooks.certrotate` (the cert-rotator container)"
+    )
+if (certfile is None) != (keyfile is None):
+    raise ValueError("set both TRAINOP_TLS_CERT_FILE and TRAINOP_TLS_KEY_FILE, or neither for plain HTTP")
+_certs = CertReloader(certfile, keyfile) if certfile and keyfile else None
 
 
 def ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
@@ -129,11 +102,5 @@ when_ready = _metrics.when_ready
 child_exit = _metrics.child_exit
 
 
-def on_starting(server: Any) -> None:
-    _metrics.on_starting(server)
-    _start_own_certificate()
-
-
-def on_exit(server: Any) -> None:
-    _stop_own_certificate()
-    _metrics.on_exit(server)
+on_starting = _metrics.on_starting
+on_exit = _metrics.on_exit

@@ -1,4 +1,4 @@
-"""The webhook server keeps its own certificate (TRAINOP_WEBHOOK_CERT_MODE=self): no cert-manager needed.
+"""The webhook keeps its own certificate (webhooks.certrotate, the install default): no cert-manager needed.
 
 Like Kubeflow's cert-controller rotator, every replica runs the same idempotent `CertKeeper.sync`:
 
@@ -14,20 +14,23 @@ Like Kubeflow's cert-controller rotator, every replica runs the same idempotent 
    `trainop/webhook-certificate: self-managed` and, when it runs as a ServiceAccount (always in a pod),
    an owner reference to that ServiceAccount's uid, which nobody can know before the install creates
    it; and its serving certificate is signed by its CA. A Secret lacking one of these is refused: the
-   server logs `secret-refused` with the reason and does not listen (the pod stays unready; a running
-   server keeps presenting its current certificate). Delete the Secret to have a new one issued, or set
-   TRAINOP_WEBHOOK_CERT_ADOPT=true to take it over (a hand-made or cert-manager Secret): its material
+   keeper logs `secret-refused` with the reason and writes no serving file (the pod stays unready; a
+   running server keeps presenting its current certificate). Delete the Secret to have a new one issued,
+   or set TRAINOP_WEBHOOK_CERT_ADOPT=true to take it over (a hand-made or cert-manager Secret): its material
    is kept while usable, and it gets the marks. A Secret made before the annotation existed (our
    labels and owner reference) gets the annotation on its next check.
-3. write the serving key and certificate into one file on the pod's tmpfs (the root filesystem is
-   read-only), atomically, so `webhooks.tls.CertReloader` presents it from the next TLS handshake on.
+3. write the serving key and certificate into one file of the volume it shares with the serving
+   container (tmpfs; the root filesystem is read-only), atomically, so the server's
+   `webhooks.tls.CertReloader` presents it from the next TLS handshake on.
 4. patch `caBundle` of every webhook of the configurations it is told about (strategic merge keyed by
    webhook name, with a resourceVersion precondition). Only that field is written, under the field
    manager `trainop-webhooks`: `helm upgrade` (three-way merge) and `kubectl apply --server-side` leave
    a field they never set alone, so re-applying the install manifests keeps the injected CA.
 
-gunicorn's master runs `sync` before it binds the port (so the pod turns ready only with its certificate
-in place and injected), then every TRAINOP_WEBHOOK_CERT_CHECK_SECONDS in a thread: that renews certificates
+`python -m webhooks.certrotate` (webhooks/certrotate.py: the cert-rotator container, the only one holding
+the API token) runs `sync` until it succeeds, before which no serving file exists (so the serving
+container starts and turns ready only with its certificate in place and injected), then every
+TRAINOP_WEBHOOK_CERT_CHECK_SECONDS: that renews certificates
 well before they expire, follows a Secret another replica renewed, and re-injects a configuration that
 was re-created. When a CA is replaced (its Secret was deleted), the CAs already in `caBundle` are kept
 beside the new one for a grace period, so replicas still serving the old certificate until their next
@@ -147,7 +150,7 @@ class Settings:
         def required(name: str) -> str:
             value = environ.get(name, "").strip()
             if not value:
-                raise ValueError(f"{name} must be set when TRAINOP_WEBHOOK_CERT_MODE=self")
+                raise ValueError(f"{name} must be set for the self-managed certificate (webhooks.certrotate)")
             return value
 
         def names(name: str) -> tuple[str, ...]:
@@ -495,20 +498,14 @@ class CertKeeper:
 
 
 class Rotator:
-    """The periodic `sync` in gunicorn's master, made safe for the master's later forks of workers.
-
-    A fork while this thread held a lock inside OpenSSL or logging would leave that lock held forever in
-    the worker. The at-fork hooks make every fork wait until the thread is between checks.
-    """
+    """`sync` at start, retried until it succeeds, then every check interval until `stop`."""
 
     def __init__(self, keeper: CertKeeper) -> None:
         self.keeper = keeper
-        self._busy = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start_up(self, retry_max: float = 30.0) -> Material:
-        """The first `sync`, retried until it succeeds: until then the server does not listen (not ready)."""
+        """The first `sync`, retried until it succeeds: until then no serving file exists (not ready)."""
         delay = 1.0
         while True:
             try:
@@ -521,24 +518,17 @@ class Rotator:
                 raise RuntimeError("stopped before the webhook certificate was ready")
             delay = min(delay * 2, retry_max)
 
-    def start(self) -> None:
-        os.register_at_fork(
-            before=self._busy.acquire, after_in_parent=self._busy.release, after_in_child=self._busy.release
-        )
-        self._thread = threading.Thread(target=self._run, name="trainop-webhook-cert", daemon=True)
-        self._thread.start()
-
     def stop(self) -> None:
         self._stop.set()
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """The periodic checks, in the calling thread, until `stop` (webhooks.certrotate's main loop)."""
         while not self._stop.wait(self.keeper.settings.check_interval):
-            with self._busy:
-                try:
-                    self.keeper.sync()
-                # The server keeps presenting its current certificate; the next check tries again.
-                except Exception as exc:
-                    _event("check-failed", error=str(exc), level=logging.WARNING)
+            try:
+                self.keeper.sync()
+            # The server keeps presenting its current certificate; the next check tries again.
+            except Exception as exc:
+                _event("check-failed", error=str(exc), level=logging.WARNING)
 
 
 def configure_logging() -> None:

@@ -80,7 +80,14 @@ def test_kustomization_lists_every_kind(applied: list[Json], installed: list[Jso
     assert {
         d["spec"]["parentResource"]["resource"] for d in find(installed, "CompositeController")
     } == PLURALS
-    cluster_scoped = {"Namespace", "CompositeController", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "CompositeController",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for doc in installed:
         if doc["kind"] not in cluster_scoped and "Webhook" not in doc["kind"]:
             assert doc["metadata"]["namespace"] == manifests.NAMESPACE, doc["metadata"]["name"]
@@ -172,9 +179,25 @@ def test_servers_run_locked_down(installed: list[Json]) -> None:
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         volumes = {v["name"]: v for v in spec["volumes"]}
         assert "emptyDir" in volumes[mounts["/tmp"]]
-    # The hooks talk to the API for TTL deletion, the webhooks to keep their own certificate.
+    # The hooks talk to the API for TTL deletion; of the webhook pod only cert-rotator does.
     assert pod_spec(installed, manifests.HOOKS_NAME)["automountServiceAccountToken"] is True
-    assert pod_spec(installed, manifests.WEBHOOKS_NAME)["automountServiceAccountToken"] is True
+    assert pod_spec(installed, manifests.WEBHOOKS_NAME)["automountServiceAccountToken"] is False
+
+
+def test_of_the_webhook_pod_only_the_cert_rotator_holds_the_token(installed: list[Json]) -> None:
+    """The serving container parses every AdmissionReview; a token there could be stolen by a request."""
+    webhooks = pod_spec(installed, manifests.WEBHOOKS_NAME)
+    [rotator], [server] = webhooks["initContainers"], webhooks["containers"]
+    token = next(v for v in webhooks["volumes"] if v["name"] == "api-token")
+    assert {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}} in token["projected"][
+        "sources"
+    ]
+    token_path = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert {"name": "api-token", "mountPath": token_path, "readOnly": True} in rotator["volumeMounts"]
+    assert all(m["name"] != "api-token" for m in server["volumeMounts"])
+    assert rotator["restartPolicy"] == "Always"
+    assert rotator["command"] == ["python", "-m", "webhooks.certrotate"]
+    assert rotator["startupProbe"]["exec"]["command"] == [*rotator["command"], "--check"]
 
 
 def webhook_env(docs: Iterable[Json], name: str = manifests.WEBHOOKS_NAME) -> dict[str, str]:
@@ -182,18 +205,31 @@ def webhook_env(docs: Iterable[Json], name: str = manifests.WEBHOOKS_NAME) -> di
     return {e["name"]: e["value"] for e in container["env"]}
 
 
+def rotator_env(docs: Iterable[Json], name: str = manifests.WEBHOOKS_NAME) -> dict[str, str]:
+    [container] = pod_spec(docs, name)["initContainers"]
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
 def test_the_webhook_server_keeps_its_own_certificate_by_default(installed: list[Json]) -> None:
-    """No cert-manager and no hand-made Secret: the server is told its Secret, Service and configurations."""
-    env = webhook_env(installed)
-    assert env["TRAINOP_WEBHOOK_CERT_MODE"] == "self"
-    assert "TRAINOP_TLS_CERT_FILE" not in env
+    """No cert-manager and no hand-made Secret: cert-rotator is told its Secret, Service and
+    configurations, and the server serves the file it writes into the volume they share."""
+    server = webhook_env(installed)
+    assert server["TRAINOP_WEBHOOK_CERT_MODE"] == "files"
+    env = rotator_env(installed)
+    assert server["TRAINOP_TLS_CERT_FILE"] == server["TRAINOP_TLS_KEY_FILE"]
+    assert server["TRAINOP_TLS_CERT_FILE"] == env["TRAINOP_WEBHOOK_CERT_DIR"] + "/tls.pem"
     assert env["TRAINOP_WEBHOOK_NAMESPACE"] == manifests.NAMESPACE
     assert env["TRAINOP_WEBHOOK_CERT_SECRET"] == manifests.WEBHOOK_CERT
     one(installed, "Service", env["TRAINOP_WEBHOOK_SERVICE"])
     one(installed, "MutatingWebhookConfiguration", env["TRAINOP_WEBHOOK_MUTATING_CONFIGURATIONS"])
     one(installed, "ValidatingWebhookConfiguration", env["TRAINOP_WEBHOOK_VALIDATING_CONFIGURATIONS"])
     webhooks = pod_spec(installed, manifests.WEBHOOKS_NAME)
-    assert [v["name"] for v in webhooks["volumes"]] == ["tmp"]  # no Secret to mount
+    # No Secret to mount: the serving file is on a tmpfs both containers mount.
+    assert [v["name"] for v in webhooks["volumes"]] == ["tmp", "serving-cert", "rotator-tmp", "api-token"]
+    [rotator], [container] = webhooks["initContainers"], webhooks["containers"]
+    for c in (rotator, container):
+        [mount] = [m for m in c["volumeMounts"] if m["name"] == "serving-cert"]
+        assert mount["mountPath"] == env["TRAINOP_WEBHOOK_CERT_DIR"]
     # Installed objects never carry a CA or a Secret: both would be reset by every re-apply.
     assert not find(installed, "Secret")
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -443,6 +479,17 @@ def test_chart_renders_what_the_manifests_install(helm: tuple[str, Path], instal
         }.items()
         for key in ("automountServiceAccountToken", "securityContext", "volumes", "serviceAccountName"):
             assert chart_pod[key] == mine_pod[key], (name, key)
+        for a, b in zip(mine_pod.get("initContainers", []), chart_pod.get("initContainers", []), strict=True):
+            for key in (
+                "name",
+                "restartPolicy",
+                "command",
+                "env",
+                "startupProbe",
+                "securityContext",
+                "volumeMounts",
+            ):
+                assert b[key] == a[key], (name, key)
         assert (
             without_labels(one(rendered, "Service", name))["spec"]["ports"]
             == one(installed, "Service", name)["spec"]["ports"]
@@ -504,8 +551,8 @@ def test_chart_with_kube_schedulers_gang_lists_its_pod_group_child(
 def test_chart_names_the_certificate_after_the_release(helm: tuple[str, Path]) -> None:
     """Self mode under other names: env, RBAC and the development URL's host in the certificate agree."""
     rendered = render(helm, "fullnameOverride=ops", "development.webhooksURL=https://127.0.0.1:9443/")
-    env = webhook_env(rendered, "ops-webhooks")
-    assert env["TRAINOP_WEBHOOK_CERT_MODE"] == "self"
+    assert webhook_env(rendered, "ops-webhooks")["TRAINOP_WEBHOOK_CERT_MODE"] == "files"
+    env = rotator_env(rendered, "ops-webhooks")
     assert env["TRAINOP_WEBHOOK_CERT_SECRET"] == "ops-webhook-cert"
     assert env["TRAINOP_WEBHOOK_SERVICE"] == "ops-webhooks"
     assert env["TRAINOP_WEBHOOK_CERT_HOSTS"] == "127.0.0.1"
@@ -517,16 +564,16 @@ def test_chart_names_the_certificate_after_the_release(helm: tuple[str, Path]) -
         ("mutatingwebhookconfigurations", "ops-mutate"): ["get", "patch"],
         ("validatingwebhookconfigurations", "ops-validate"): ["get", "patch"],
     }
-    assert one(rendered, "ServiceAccount", "ops-webhooks")["automountServiceAccountToken"] is True
+    assert one(rendered, "ServiceAccount", "ops-webhooks")["automountServiceAccountToken"] is False
 
 
 def test_the_webhook_server_adopts_a_certificate_secret_it_did_not_create_only_when_told(
     installed: list[Json], helm: tuple[str, Path]
 ) -> None:
-    assert webhook_env(installed)["TRAINOP_WEBHOOK_CERT_ADOPT"] == "false"
-    assert webhook_env(render(helm))["TRAINOP_WEBHOOK_CERT_ADOPT"] == "false"
+    assert rotator_env(installed)["TRAINOP_WEBHOOK_CERT_ADOPT"] == "false"
+    assert rotator_env(render(helm))["TRAINOP_WEBHOOK_CERT_ADOPT"] == "false"
     adopting = render(helm, "webhooks.adoptCertSecret=true")
-    assert webhook_env(adopting)["TRAINOP_WEBHOOK_CERT_ADOPT"] == "true"
+    assert rotator_env(adopting)["TRAINOP_WEBHOOK_CERT_ADOPT"] == "true"
 
 
 @pytest.mark.parametrize("period", ["0", "null"])

@@ -25,7 +25,15 @@ from typing import Any
 
 import yaml
 from controlplane import ControlPlane, ControlPlaneError, ManagedProcess, default_cache_dir, free_ports
-from images import Container, deployment_pod_specs, ensure_image, run_pod
+from images import (
+    Container,
+    deployment_pod_specs,
+    ensure_image,
+    holds_token,
+    pod_containers,
+    run_pod,
+    shared_volumes,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "trainop"
@@ -237,20 +245,41 @@ class Release:
         for component in ("webhooks", "hooks"):
             pod = pods[component]
             kubeconfig = self.token_kubeconfig(str(pod["serviceAccountName"]))
-            container = run_pod(
-                image,
-                pod,
-                name=f"e2e-{self.name}-{component}",
-                env={**binds[component], "TRAINOP_KUBECONFIG": "/etc/trainop/kubeconfig"},
-                files={"/etc/trainop/kubeconfig": kubeconfig},
-            )
-            self.containers[component] = container
+            shared = {name: self._shared_dir(component, name) for name in shared_volumes(pod)}
+            for one in pod_containers(pod):
+                [spec] = one["containers"]
+                # Only a container the kubelet would give the token gets the kubeconfig standing in for it.
+                token = holds_token(pod, spec)
+                container = run_pod(
+                    image,
+                    one,
+                    name=f"e2e-{self.name}-{component}-{spec['name']}",
+                    env={
+                        **binds[component],
+                        **({"TRAINOP_KUBECONFIG": "/etc/trainop/kubeconfig"} if token else {}),
+                    },
+                    files={"/etc/trainop/kubeconfig": kubeconfig} if token else {},
+                    shared=shared,
+                )
+                main = spec["name"] == pod["containers"][0]["name"]
+                self.containers[component if main else f"{component}/{spec['name']}"] = container
+                if spec.get("restartPolicy") == "Always":  # a sidecar: the kubelet waits for its start
+                    container.wait_started(timeout=90)
             port = self.webhooks_port if component == "webhooks" else self.hooks_port
-            container.wait_ready(port, timeout=90)
+            self.containers[component].wait_ready(port, timeout=90)
         self.start_metacontroller()
 
+    def _shared_dir(self, component: str, volume: str) -> Path:
+        """A host directory for an emptyDir two containers of the pod mount (world-writable, as tmpfs)."""
+        path = self.cp.work_dir / f"{self.name}-{component}-{volume}"
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        path.chmod(0o1777)
+        return path
+
     def servers_log(self, component: str) -> str:
-        """The whole log of the release's server ``component`` (hooks, webhooks, metacontroller)."""
+        """The whole log of the release's server ``component`` (hooks, webhooks, metacontroller, or a
+        sidecar as ``webhooks/cert-rotator``)."""
         if component in self.containers:
             return self.containers[component].logs()
         for proc in reversed(self.cp.started):

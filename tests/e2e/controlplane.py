@@ -647,18 +647,22 @@ class ControlPlane:
         self.metacontroller_metrics_port = metrics_port
         return [str(self.bin_dir / "metacontroller"), *flags.values()], health_port
 
-    def start_metacontroller(self, extra_args: Sequence[str] = (), timeout: float = 60.0) -> ManagedProcess:
+    def start_metacontroller(
+        self, extra_args: Sequence[str] = (), timeout: float = 60.0, kubeconfig: Path | None = None
+    ) -> ManagedProcess:
         """Start the real Metacontroller out of cluster with the chart's flags; its CRDs must be installed.
 
-        It reads ``KUBECONFIG`` (set in ``self.env``) through controller-runtime. Hooks are then registered
-        by applying CompositeController objects whose ``webhook.url`` points at a loopback gunicorn.
+        It reads ``KUBECONFIG`` (``kubeconfig``, default the admin's in ``self.env``) through
+        controller-runtime. Hooks are then registered by applying CompositeController objects whose
+        ``webhook.url`` points at a loopback gunicorn.
         """
         if missing_binaries(self.bin_dir, ["metacontroller"]):
             raise ControlPlaneError(
                 f"metacontroller is missing from {self.bin_dir}: run hack/build-control-plane.sh"
             )
         argv, health_port = self.metacontroller_argv(extra_args)
-        proc = self.start_process("metacontroller", argv)
+        env = {"KUBECONFIG": str(kubeconfig)} if kubeconfig else None
+        proc = self.start_process("metacontroller", argv, env=env)
         self.wait_http(
             "metacontroller /readyz", f"http://127.0.0.1:{health_port}/readyz", None, timeout, watch=[proc]
         )

@@ -13,9 +13,10 @@ provides it), dropped/added capabilities, ``allowPrivilegeEscalation: false``
 their ``sizeLimit`` and ``secret`` volumes read-only directories of files you supply (mode 0644 as the
 kubelet's default ``defaultMode``, so uid 65532 can read them). The network is the host's: choose a
 loopback port through the app's bind variable (``TRAINOP_HOOK_BIND``, ``TRAINOP_WEBHOOK_BIND``).
-A ServiceAccount token is not mounted (``automountServiceAccountToken`` is ignored): give a server
-that calls the API (the hooks; the webhooks keeping their own certificate, the chart's default) a
-kubeconfig instead, with its credentials inline (``*-data`` fields or a token, e.g. from
+A ServiceAccount token is not mounted (``automountServiceAccountToken`` and projected
+``serviceAccountToken`` volumes are left out; :func:`holds_token` says which container would have one):
+give a container that calls the API (the hooks; the webhooks' cert-rotator sidecar, the chart's default)
+a kubeconfig instead, with its credentials inline (``*-data`` fields or a token, e.g. from
 ``kubectl create token <the chart's ServiceAccount>``; host paths do not exist in the container)::
 
     run_pod(image, pods["hooks"], name="e2e-hooks", files={"/etc/trainop/kubeconfig": kubeconfig_path},
@@ -33,6 +34,13 @@ on the host network the defaults (0.0.0.0:8081/8082) would collide with other se
         server.wait_ready(19443)                 # the Deployment's readinessProbe, on that port
         ...                                      # server.alive(), server.logs(), server.exec("id", "-u")
     # leaving the block (or server.stop()) removes the container
+
+A pod of several containers (the webhooks' cert-rotator sidecar beside the server) runs as one podman
+container each: :func:`pod_containers` splits the pod spec, native sidecars (init containers with
+``restartPolicy: Always``) first, and an ``emptyDir`` that more than one of them mounts
+(:func:`shared_volumes`) becomes one host directory passed to each as ``shared``; start each sidecar and
+``wait_started()`` it (its ``startupProbe`` exec, as the kubelet holds the main container back) before
+the next.
 
 For a container runtime elsewhere (containerd on a real node, kind), :func:`save_image` writes the image
 as a docker-archive.
@@ -151,6 +159,39 @@ def deployment_pod_specs(manifests: Iterable[Mapping[str, Any]]) -> dict[str, di
     return pods
 
 
+def pod_containers(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pod's native sidecars, then its containers, each as a pod spec of that one container."""
+    init = list(pod_spec.get("initContainers") or [])
+    if any(c.get("restartPolicy") != "Always" for c in init):
+        raise ImageError("only native sidecars (restartPolicy Always) are supported among initContainers")
+    bare = {k: v for k, v in pod_spec.items() if k not in ("containers", "initContainers")}
+    return [{**bare, "containers": [c]} for c in [*init, *pod_spec.get("containers", [])]]
+
+
+def shared_volumes(pod_spec: Mapping[str, Any]) -> set[str]:
+    """Names of the emptyDir volumes more than one container of the pod mounts."""
+    empty = {v["name"] for v in pod_spec.get("volumes") or [] if "emptyDir" in v}
+    counts: dict[str, int] = {}
+    for ctr in [*(pod_spec.get("initContainers") or []), *pod_spec.get("containers", [])]:
+        for name in {m["name"] for m in ctr.get("volumeMounts") or []} & empty:
+            counts[name] = counts.get(name, 0) + 1
+    return {name for name, n in counts.items() if n > 1}
+
+
+def holds_token(pod_spec: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
+    """Whether the kubelet would give `container` a ServiceAccount token: automounted, or a projected
+    serviceAccountToken volume it mounts."""
+    if pod_spec.get("automountServiceAccountToken", True):
+        return True
+    mounted = {m["name"] for m in container.get("volumeMounts") or []}
+    return any(
+        "serviceAccountToken" in source
+        for v in pod_spec.get("volumes") or []
+        if v["name"] in mounted and "projected" in v
+        for source in v["projected"].get("sources") or []
+    )
+
+
 class Container:
     """A running podman container; stop() (or leaving the ``with`` block) removes it."""
 
@@ -170,6 +211,20 @@ class Container:
     def exec(self, *argv: str) -> str:
         """Runs a command in the container (as its user); returns stdout."""
         return podman("exec", self.name, *argv).stdout
+
+    def wait_started(self, timeout: float = 60) -> None:
+        """Runs the container's startupProbe exec command in it until it succeeds."""
+        probe = self._pod_spec["containers"][0].get("startupProbe", {}).get("exec")
+        if not probe:
+            raise ImageError(f"{self.name}: the container has no exec startupProbe")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise ImageError(f"{self.name} exited before it started:\n{self.logs()[-4000:]}")
+            if podman("exec", self.name, *probe["command"], check=False).returncode == 0:
+                return
+            time.sleep(0.5)
+        raise ImageError(f"{self.name}: startupProbe still failing after {timeout}s:\n{self.logs()[-4000:]}")
 
     def wait_ready(self, port: int, timeout: float = 60) -> None:
         """Polls the container's readinessProbe (httpGet path and scheme) on 127.0.0.1:port."""
@@ -219,16 +274,19 @@ def run_pod(
     env: Mapping[str, str] | None = None,
     secrets: Mapping[str, Mapping[str, FileSource]] | None = None,
     files: Mapping[str, FileSource] | None = None,
+    shared: Mapping[str, Path] | None = None,
 ) -> Container:
     """Starts the pod's single container from ``image`` as the pod spec configures it (module docstring).
 
     ``env`` adds to / overrides the container's env; ``secrets`` gives the files of each ``secret``
     volume by volume name (file name -> content or host path); ``files`` adds read-only files at
-    container paths (e.g. a kubeconfig). ``name`` names the container; an old one of that name is removed.
+    container paths (e.g. a kubeconfig); ``shared`` maps an ``emptyDir`` volume to a host directory
+    other containers of the pod mount too. ``name`` names the container; an old one of that name is
+    removed.
     """
     containers = list(pod_spec.get("containers", []))
     if len(containers) != 1 or pod_spec.get("initContainers"):
-        raise ImageError(f"{name}: run_pod runs pods of exactly one container, got {len(containers)}")
+        raise ImageError(f"{name}: run_pod runs pods of exactly one container (see pod_containers)")
     container = containers[0]
     scratch = Path(tempfile.mkdtemp(prefix=f"trainop-{name}-"))
     scratch.chmod(0o755)
@@ -237,7 +295,7 @@ def run_pod(
             "run", "--detach", "--name", name, "--network", "host", "--pull", "never",
             *_security_args(pod_spec.get("securityContext") or {}, container.get("securityContext") or {}),
             *_resource_args(container.get("resources") or {}),
-            *_volume_args(pod_spec, container, secrets or {}, scratch),
+            *_volume_args(pod_spec, container, secrets or {}, shared or {}, scratch),
             *_file_args(files or {}, scratch),
             *_env_args(container.get("env") or [], env or {}),
         ]  # fmt: skip
@@ -316,6 +374,7 @@ def _volume_args(
     pod: Mapping[str, Any],
     container: Mapping[str, Any],
     secrets: Mapping[str, Mapping[str, FileSource]],
+    shared: Mapping[str, Path],
     scratch: Path,
 ) -> list[str]:
     volumes = {v["name"]: v for v in pod.get("volumes") or []}
@@ -325,7 +384,10 @@ def _volume_args(
         if volume is None:
             raise ImageError(f"volumeMount {mount['name']!r} names no volume of the pod")
         path = str(mount["mountPath"])
-        if "emptyDir" in volume:
+        if "emptyDir" in volume and mount["name"] in shared:
+            options = "ro" if mount.get("readOnly") else "rw"
+            args += ["--volume", f"{shared[mount['name']]}:{path}:{options}"]
+        elif "emptyDir" in volume:
             size = (volume["emptyDir"] or {}).get("sizeLimit")
             options = "rw,mode=1777" + (f",size={_quantity_bytes(str(size))}" if size else "")
             args += ["--tmpfs", f"{path}:{options}"]
@@ -338,6 +400,8 @@ def _volume_args(
             for file_name, source in secrets[mount["name"]].items():
                 _materialize(directory / file_name, source, mode)
             args += ["--volume", f"{directory}:{path}:ro"]
+        elif any("serviceAccountToken" in src for src in (volume.get("projected") or {}).get("sources", [])):
+            continue  # the ServiceAccount token: a kubeconfig stands in (module docstring)
         else:
             raise ImageError(f"volume {mount['name']!r}: run_pod supports emptyDir and secret volumes only")
     return args

@@ -3,10 +3,11 @@
 A control plane of its own: the install's webhook configurations go in under their real names
 (trainop-mutate, trainop-validate) and with them the session stack's webhooks would be called twice. What
 is installed is manifests/ as `kubectl apply --server-side -k` sends it: namespace, the webhooks'
-ServiceAccount, Role, ClusterRole and bindings, Service and webhook configurations; only clientConfig
-becomes a loopback URL (kwok pods get no routable IPs) and the Deployment is replaced by the real server
-process, run with the Deployment's own certificate settings and a token of its ServiceAccount
-(`kubectl create token`), so every API call is checked against the manifests' RBAC.
+ServiceAccount, Role, ClusterRole and bindings, Service, webhook configurations and admission policies;
+only clientConfig becomes a loopback URL (kwok pods get no routable IPs) and each pod of the Deployment
+is replaced by its two real processes: cert-rotator, run with the Deployment's own certificate settings
+and a token of its ServiceAccount (`kubectl create token`), so every API call is checked against the
+manifests' RBAC and admission policies; and the server, with no token, on the file the rotator writes.
 
 Phases build on each other (module-scoped fixtures): first start -> restart -> a second replica -> the
 Secret deleted and two servers racing for a new one -> the manifests re-applied, as an upgrade does ->
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +55,13 @@ CHECK_SECONDS = "2"
 
 
 def installed_objects(url: str, timeout_seconds: int = 10) -> list[dict[str, Any]]:
-    """manifests/ as kubectl would apply it, minus the Deployments and the generated job CRDs/RBAC.
+    """manifests/ as kubectl would apply it, minus the Deployments and the generated job CRDs/RBAC (the
+    admission policies included: every write of the server passes them).
 
     The webhook configurations call `url` instead of the Service; nothing else is changed.
     """
     docs = []
-    for name in ("namespace.yaml", "webhooks.yaml", "webhookconfigurations.yaml"):
+    for name in ("namespace.yaml", "webhooks.yaml", "webhookconfigurations.yaml", "admissionpolicies.yaml"):
         docs += [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
     out = []
     for doc in docs:
@@ -72,15 +75,27 @@ def installed_objects(url: str, timeout_seconds: int = 10) -> list[dict[str, Any
     return out
 
 
-def deployment_env() -> dict[str, str]:
-    """The certificate settings of the webhooks Deployment in manifests/webhooks.yaml."""
+def deployment_envs() -> tuple[dict[str, str], dict[str, str]]:
+    """The trainop settings of the webhooks Deployment in manifests/webhooks.yaml: (cert-rotator, server)."""
     for doc in yaml.safe_load_all((MANIFESTS / "webhooks.yaml").read_text()):
         if doc and doc["kind"] == "Deployment":
-            [container] = doc["spec"]["template"]["spec"]["containers"]
-            return {
-                e["name"]: e["value"] for e in container["env"] if e["name"].startswith("TRAINOP_WEBHOOK_")
-            }
+            spec = doc["spec"]["template"]["spec"]
+            [rotator], [server] = spec["initContainers"], spec["containers"]
+            return tuple(  # type: ignore[return-value]
+                {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("TRAINOP_")}
+                for c in (rotator, server)
+            )
     raise AssertionError("no Deployment in manifests/webhooks.yaml")
+
+
+@dataclass
+class Pod:
+    """One webhook pod: its cert-rotator, and the server once the rotator wrote the first certificate."""
+
+    rotator: ManagedProcess
+    port: int
+    cert_dir: Path
+    server: ManagedProcess | None = None
 
 
 class Install:
@@ -91,7 +106,7 @@ class Install:
         self.work = work
         [self.port] = free_ports(1)
         self.url = f"https://127.0.0.1:{self.port}"
-        self.servers: list[tuple[ManagedProcess, int]] = []
+        self.servers: list[Pod] = []
         self.count = 0
 
     def apply(self, timeout_seconds: int = 10) -> None:
@@ -124,38 +139,76 @@ class Install:
         return path
 
     def start(self, port: int | None = None, wait: bool = True) -> tuple[ManagedProcess, int]:
-        """One webhook server, as a pod of the Deployment would run it; waits until it listens."""
+        """One webhook pod as the Deployment runs it: its cert-rotator (the only process with the token),
+        then, as the sidecar's startup probe lets the kubelet do, the server on the file it wrote.
+        Returns the rotator and the server's port; `wait=False` leaves starting the server to
+        `wait_listening`."""
         self.count += 1
         port = port or free_ports(1)[0]
+        rotator_env, _ = deployment_envs()
+        cert_dir = self.work / f"tls-{self.count}"
         env = {
-            **deployment_env(),
+            **rotator_env,
             "PYTHONPATH": str(REPO),
             "PYTHONUNBUFFERED": "1",
             "TRAINOP_KUBECONFIG": str(self.kubeconfig()),
-            "TRAINOP_WEBHOOK_BIND": f"127.0.0.1:{port}",
-            "TRAINOP_WEBHOOK_WORKERS": "1",
-            "TRAINOP_WEBHOOK_METRICS_BIND": "off",
-            "TRAINOP_WEBHOOK_CERT_DIR": str(self.work / f"tls-{self.count}"),
+            "TRAINOP_WEBHOOK_CERT_DIR": str(cert_dir),
             "TRAINOP_WEBHOOK_CERT_HOSTS": "127.0.0.1",
             "TRAINOP_WEBHOOK_CERT_CHECK_SECONDS": CHECK_SECONDS,
         }
-        argv = [sys.executable, "-m", "gunicorn", "-c", "python:webhooks.gunicorn_conf", "webhooks.app:app"]
-        proc = self.cp.start_process(f"webhooks-{self.count}", argv, env=env, cwd=REPO)
-        self.servers.append((proc, port))
+        argv = [sys.executable, "-m", "webhooks.certrotate"]
+        rotator = self.cp.start_process(f"cert-rotator-{self.count}", argv, env=env, cwd=REPO)
+        self.servers.append(Pod(rotator, port, cert_dir))
         if wait:
-            self.wait_listening(proc, port)
-        return proc, port
+            self.wait_listening(rotator, port)
+        return rotator, port
 
-    def wait_listening(self, proc: ManagedProcess, port: int) -> None:
+    def wait_listening(self, rotator: ManagedProcess, port: int) -> None:
+        """Starts the pod's server once its rotator wrote the certificate; waits until it listens."""
+        [pod] = [p for p in self.servers if p.rotator is rotator]
+        pem = pod.cert_dir / "tls.pem"
+        if pod.server is None:
+            self.cp.wait_until(
+                f"{pem} written",
+                lambda: pem.is_file() and pem.stat().st_size > 0,
+                timeout=60,
+                watch=[rotator],
+            )
+            _, server_env = deployment_envs()
+            env = {
+                **server_env,
+                "PYTHONPATH": str(REPO),
+                "PYTHONUNBUFFERED": "1",
+                "TRAINOP_TLS_CERT_FILE": str(pem),
+                "TRAINOP_TLS_KEY_FILE": str(pem),
+                "TRAINOP_WEBHOOK_BIND": f"127.0.0.1:{port}",
+                "TRAINOP_WEBHOOK_WORKERS": "1",
+                "TRAINOP_WEBHOOK_METRICS_BIND": "off",
+            }
+            argv = [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:webhooks.gunicorn_conf",
+                "webhooks.app:app",
+            ]
+            pod.server = self.cp.start_process(f"webhooks-{self.count}", argv, env=env, cwd=REPO)
+
         def listening() -> bool:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return True
 
-        self.cp.wait_until(f"webhook server on port {port}", listening, timeout=60, watch=[proc])
+        self.cp.wait_until(
+            f"webhook server on port {port}", listening, timeout=60, watch=[rotator, pod.server]
+        )
 
     def stop_all(self) -> None:
         while self.servers:
-            self.cp.stop_process(self.servers.pop()[0])
+            pod = self.servers.pop()
+            if pod.server is not None:
+                self.cp.stop_process(pod.server)
+            self.cp.stop_process(pod.rotator)
 
     def get(self, *args: str) -> dict[str, Any]:
         return dict(self.cp.get_json(*args))

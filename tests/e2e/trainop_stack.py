@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import yaml
 from controlplane import (
+    CHART_VALUES,
     CONTROL_PLANE_BINARIES,
     ControlPlane,
     ControlPlaneError,
@@ -257,6 +258,7 @@ class TrainopStack:
         self.work_dir = self.cp.work_dir
         self.webhook_port, self.hook_port, self.webhook_metrics_port, self.hook_metrics_port = free_ports(4)
         self.metacontroller_args = list(metacontroller_args)
+        self.metacontroller_kubeconfig: Path | None = None
         self.hook_workers = hook_workers
         self.resync_override = resync_period_seconds
         # The registered controllers' resyncPeriodSeconds: every job is synced at least this often.
@@ -285,7 +287,10 @@ class TrainopStack:
             self.register_webhooks()
             self.timings["webhooks_effective"] = time.monotonic() - t0
             self.wait_hooks_healthy(hooks)
-            cp.start_metacontroller(extra_args=self.metacontroller_args)
+            self.metacontroller_kubeconfig = self.narrowed_metacontroller()
+            cp.start_metacontroller(
+                extra_args=self.metacontroller_args, kubeconfig=self.metacontroller_kubeconfig
+            )
             self.register_controllers()
             self.timings["total_startup"] = time.monotonic() - t0
         except BaseException:
@@ -414,8 +419,55 @@ class TrainopStack:
         self.cp.stop_process(old)
         offset = old.log_path.stat().st_size  # the new process appends to the same log
         self.metacontroller_args = list(extra_args)
-        self.cp.start_metacontroller(extra_args=self.metacontroller_args)
+        self.cp.start_metacontroller(
+            extra_args=self.metacontroller_args, kubeconfig=self.metacontroller_kubeconfig
+        )
         self.wait_controllers_started(offset)
+
+    def narrowed_metacontroller(self) -> Path:
+        """A kubeconfig for Metacontroller as the chart runs it: a ServiceAccount bound to the chart's
+        narrowed ClusterRole (values.yaml metacontroller.clusterRole), so the whole tier runs with it."""
+        rules = yaml.safe_load(CHART_VALUES.read_text())["metacontroller"]["clusterRole"]["rules"]
+        name = "e2e-metacontroller"
+        objects = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": name}},
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": name},
+                "rules": rules,
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": name}],
+            },
+        ]
+        self.cp.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        # Longer than any session; an apiserver restart (test_e2e_faults) keeps the signing key.
+        token = self.cp.kubectl("create", "token", name, "-n", name, "--duration=12h").stdout.strip()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "e2e",
+            "clusters": [
+                {
+                    "name": "e2e",
+                    "cluster": {
+                        "server": self.cp.server,
+                        "certificate-authority": str(self.cp.pki / "ca.crt"),
+                    },
+                }
+            ],
+            "users": [{"name": name, "user": {"token": token}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": name}}],
+        }
+        path = self.cp.work_dir / "metacontroller.kubeconfig"
+        path.write_text(json.dumps(config, indent=1))
+        return path
 
     # ------------------------------------------------------------------ helpers
     @property

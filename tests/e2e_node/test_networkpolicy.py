@@ -23,7 +23,7 @@ afterwards is the policy, not a closed port); with the enforcer running:
 * the metrics ports of hooks, webhooks and Metacontroller admit the monitoring namespace only.
 
 Traffic from the node itself (kubelet probes, the apiserver here) is always admitted by kube-router,
-as by most enforcers; docs/security-network.md says who may reach which port.
+as by most enforcers; docs/security.md#who-may-reach-which-port says who may reach which port.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ PORTS = {
     ("metacontroller", "metrics"): 9999,
 }
 SOURCES = ("tenant", "monitoring", "release-namespace")
-# Who may reach which port with the chart's defaults (docs/security-network.md, "Who may reach which port").
+# Who may reach which port with the chart's defaults (docs/security.md, "Who may reach which port").
 ALLOWED = {
     ("hooks", "http"): set[str](),  # Metacontroller only: proven by its syncs, not by a probe
     ("hooks", "metrics"): {"monitoring"},

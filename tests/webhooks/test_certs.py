@@ -649,7 +649,7 @@ def test_a_bad_adopt_setting_is_named() -> None:
     "missing", ["TRAINOP_WEBHOOK_NAMESPACE", "TRAINOP_WEBHOOK_CERT_SECRET", "TRAINOP_WEBHOOK_SERVICE"]
 )
 def test_a_missing_setting_is_named(missing: str) -> None:
-    with pytest.raises(ValueError, match=f"{missing} must be set when TRAINOP_WEBHOOK_CERT_MODE=self"):
+    with pytest.raises(ValueError, match=f"{missing} must be set for the self-managed certificate"):
         Settings.from_env({k: v for k, v in ENV.items() if k != missing})
 
 

@@ -20,6 +20,7 @@ from trainop import extensions
 from trainop.api.constants import GROUP, VERSION
 from trainop.api.kinds import ChildType, KindInfo
 from trainop.frameworks import KINDS
+from trainop.install import policies
 from trainop.job import gang
 
 Json = dict[str, Any]
@@ -238,6 +239,31 @@ def rbac(kinds: Iterable[KindInfo] = KINDS.values(), namespace: str = NAMESPACE)
     ]
 
 
+def admission_policies(cert_secret: str | None = WEBHOOK_CERT) -> list[Json]:
+    """manifests/admissionpolicies.yaml: trainop/install/policies.py with the install's names."""
+    return policies.admission_policies(
+        list(KINDS.values()),
+        prefix="trainop",
+        namespace=NAMESPACE,
+        hooks_account=HOOKS_NAME,
+        webhooks_account=WEBHOOKS_NAME,
+        configurations=("trainop-mutate", "trainop-validate"),
+        cert_secret=cert_secret,
+        labels=LABELS,
+    )
+
+
+def chart_admission_policies(kinds: Iterable[KindInfo] = KINDS.values()) -> Json:
+    """What charts/trainop/templates/admissionpolicies.yaml fills in with the release's names."""
+    return {
+        "controllers": policies.controllers_map(kinds),
+        "webhookConfigurationValidations": list(policies.WEBHOOK_CONFIGURATION_VALIDATIONS),
+        "certSecretValidations": list(policies.CERT_SECRET_VALIDATIONS),
+        "hooksEventValidations": list(policies.HOOKS_EVENT_VALIDATIONS),
+        "hooksJobDeletionValidations": list(policies.HOOKS_JOB_DELETION_VALIDATIONS),
+    }
+
+
 def chart_kinds(kinds: Iterable[KindInfo] = KINDS.values()) -> Json:
     """What the Helm chart's templates range over (charts/trainop/files/kinds.yaml)."""
     return {
@@ -284,5 +310,8 @@ def generated_manifests() -> dict[str, str]:
         # manifests/cert-manager/ adds the annotation when cert-manager issues the certificate instead.
         "manifests/webhookconfigurations.yaml": dump_documents(webhook_configurations()),
         "manifests/rbac-jobs.yaml": dump_documents(rbac()),
+        "manifests/admissionpolicies.yaml": dump_documents(admission_policies()),
+        "charts/trainop/files/admissionpolicies.yaml": GENERATED_HEADER
+        + dump_yaml(chart_admission_policies()),
         "charts/trainop/files/kinds.yaml": GENERATED_HEADER + dump_yaml(chart_kinds()),
     }

