@@ -228,8 +228,13 @@ class Release:
         /tmp, capabilities, limits) with only its listen addresses moved to loopback ports and a kubeconfig
         carrying its ServiceAccount's token in place of the token the kubelet would mount.
         """
-        docs = yaml.safe_load_all(self.helm("get", "manifest", self.name, "-n", self.namespace).stdout)
-        pods = deployment_pod_specs(d for d in docs if d)
+        docs = [
+            d
+            for d in yaml.safe_load_all(self.helm("get", "manifest", self.name, "-n", self.namespace).stdout)
+            if d
+        ]
+        pods = deployment_pod_specs(docs)
+        config_maps = {d["metadata"]["name"]: d.get("data") or {} for d in docs if d["kind"] == "ConfigMap"}
         image = ensure_image()
         webhooks_metrics, hooks_metrics = free_ports(2)
         binds = {
@@ -260,6 +265,7 @@ class Release:
                     },
                     files={"/etc/trainop/kubeconfig": kubeconfig} if token else {},
                     shared=shared,
+                    config_maps=config_maps,
                 )
                 main = spec["name"] == pod["containers"][0]["name"]
                 self.containers[component if main else f"{component}/{spec['name']}"] = container

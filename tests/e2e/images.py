@@ -275,14 +275,16 @@ def run_pod(
     secrets: Mapping[str, Mapping[str, FileSource]] | None = None,
     files: Mapping[str, FileSource] | None = None,
     shared: Mapping[str, Path] | None = None,
+    config_maps: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Container:
     """Starts the pod's single container from ``image`` as the pod spec configures it (module docstring).
 
     ``env`` adds to / overrides the container's env; ``secrets`` gives the files of each ``secret``
     volume by volume name (file name -> content or host path); ``files`` adds read-only files at
     container paths (e.g. a kubeconfig); ``shared`` maps an ``emptyDir`` volume to a host directory
-    other containers of the pod mount too. ``name`` names the container; an old one of that name is
-    removed.
+    other containers of the pod mount too; ``config_maps`` holds the data of the ConfigMaps a
+    ``configMap`` volume may name (as the release created them). ``name`` names the container; an old one
+    of that name is removed.
     """
     containers = list(pod_spec.get("containers", []))
     if len(containers) != 1 or pod_spec.get("initContainers"):
@@ -295,7 +297,7 @@ def run_pod(
             "run", "--detach", "--name", name, "--network", "host", "--pull", "never",
             *_security_args(pod_spec.get("securityContext") or {}, container.get("securityContext") or {}),
             *_resource_args(container.get("resources") or {}),
-            *_volume_args(pod_spec, container, secrets or {}, shared or {}, scratch),
+            *_volume_args(pod_spec, container, secrets or {}, shared or {}, config_maps or {}, scratch),
             *_file_args(files or {}, scratch),
             *_env_args(container.get("env") or [], env or {}),
         ]  # fmt: skip
@@ -375,6 +377,7 @@ def _volume_args(
     container: Mapping[str, Any],
     secrets: Mapping[str, Mapping[str, FileSource]],
     shared: Mapping[str, Path],
+    config_maps: Mapping[str, Mapping[str, str]],
     scratch: Path,
 ) -> list[str]:
     volumes = {v["name"]: v for v in pod.get("volumes") or []}
@@ -400,10 +403,25 @@ def _volume_args(
             for file_name, source in secrets[mount["name"]].items():
                 _materialize(directory / file_name, source, mode)
             args += ["--volume", f"{directory}:{path}:ro"]
+        elif "configMap" in volume:
+            source = volume["configMap"] or {}
+            data = config_maps.get(str(source.get("name")))
+            if data is None:
+                raise ImageError(
+                    f"configMap volume {mount['name']!r}: no ConfigMap {source.get('name')!r} given"
+                )
+            mode = int(source.get("defaultMode", SECRET_DEFAULT_MODE))
+            directory = scratch / f"volume-{mount['name']}"
+            directory.mkdir(mode=0o755)
+            for file_name, content in data.items():
+                _materialize(directory / file_name, str(content).encode(), mode)
+            args += ["--volume", f"{directory}:{path}:ro"]
         elif any("serviceAccountToken" in src for src in (volume.get("projected") or {}).get("sources", [])):
             continue  # the ServiceAccount token: a kubeconfig stands in (module docstring)
         else:
-            raise ImageError(f"volume {mount['name']!r}: run_pod supports emptyDir and secret volumes only")
+            raise ImageError(
+                f"volume {mount['name']!r}: run_pod supports emptyDir, secret and configMap volumes only"
+            )
     return args
 
 
