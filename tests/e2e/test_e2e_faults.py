@@ -13,7 +13,6 @@ one resync period of the installed CompositeControllers.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +28,7 @@ from faults import (
 )
 from loadgen import MIXED_KINDS, load_job
 from observe import AuditLog, MetacontrollerLog, PodTracker, audit_log_path, log_size
-from trainop_stack import KINDS, PROBE_MESSAGE, Namespace, TrainopStack, job, replica
+from trainop_stack import KINDS, PROBE_MESSAGE, Namespace, TrainopStack, job, replica, scratch_namespace
 
 pytestmark = pytest.mark.e2e
 
@@ -57,10 +56,8 @@ def fault_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainopSta
 
 @pytest.fixture
 def ns(fault_stack: TrainopStack) -> Iterator[Namespace]:
-    name = f"fault-{uuid.uuid4().hex[:8]}"
-    fault_stack.cp.create_namespace(name)
-    yield Namespace(fault_stack, name)
-    fault_stack.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with scratch_namespace(fault_stack, "fault") as namespace:
+        yield namespace
 
 
 def pod_names(name: str, counts: dict[str, int]) -> set[str]:

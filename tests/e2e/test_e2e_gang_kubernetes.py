@@ -15,12 +15,11 @@ there, then retries), which it does once a second node joins.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from trainop_stack import IMAGE, Namespace, TrainopStack, job, kwok_annotations
+from trainop_stack import IMAGE, Namespace, TrainopStack, job, kwok_annotations, scratch_namespace
 
 pytestmark = pytest.mark.e2e
 
@@ -49,10 +48,8 @@ def gang_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainopStac
 
 @pytest.fixture
 def ns(gang_stack: TrainopStack) -> Iterator[Namespace]:
-    name = f"gang-{uuid.uuid4().hex[:8]}"
-    gang_stack.cp.create_namespace(name)
-    yield Namespace(gang_stack, name)
-    gang_stack.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with scratch_namespace(gang_stack, "gang") as namespace:
+        yield namespace
 
 
 def big_replica(replicas: int) -> dict[str, Any]:

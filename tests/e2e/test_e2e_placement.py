@@ -7,12 +7,11 @@ Each test asserts where the pods landed, read from their `spec.nodeName`.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from trainop_stack import IMAGE, Namespace, TrainopStack, job, kwok_annotations
+from trainop_stack import IMAGE, Namespace, TrainopStack, job, kwok_annotations, scratch_namespace
 
 pytestmark = pytest.mark.e2e
 
@@ -43,10 +42,8 @@ def placement_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traino
 
 @pytest.fixture
 def ns(placement_stack: TrainopStack) -> Iterator[Namespace]:
-    name = f"place-{uuid.uuid4().hex[:8]}"
-    placement_stack.cp.create_namespace(name)
-    yield Namespace(placement_stack, name)
-    placement_stack.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with scratch_namespace(placement_stack, "place") as namespace:
+        yield namespace
 
 
 def replica(replicas: int) -> dict[str, Any]:

@@ -16,28 +16,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from trainop_stack import Namespace, TrainopStack, job, kwok_annotations, replica
 
+from tests.browser import artifacts_dir, launched
+
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = Path(os.environ.get("TRAINOP_CHROMIUM", "/usr/bin/chromium"))
 ADMIN = "ui-admin"
 
 
 @pytest.fixture(scope="module")
 def artifacts() -> Path:
-    folder = Path(os.environ.get("TRAINOP_ARTIFACTS") or REPO / "tests" / "artifacts") / "ui"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    return artifacts_dir()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} missing: install Debian's chromium (hack/install-browser.sh)"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    with launched() as b:
         yield b
-        b.close()
 
 
 def as_user(browser: Browser, user: str) -> Page:

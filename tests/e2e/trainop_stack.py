@@ -28,7 +28,8 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -618,3 +619,15 @@ class Namespace:
             if cond.get("type") == ctype:
                 return dict(cond)
         return None
+
+
+@contextlib.contextmanager
+def scratch_namespace(stack: TrainopStack, prefix: str) -> Iterator[Namespace]:
+    """A fresh namespace `<prefix>-<random>` on a stack of a test module's own, deleted afterwards
+    without waiting."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    stack.cp.create_namespace(name)
+    try:
+        yield Namespace(stack, name)
+    finally:
+        stack.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -6,35 +6,27 @@ test reaches, for a person to look at.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
+from tests.browser import artifacts_dir, launched
 from tests.local.runs import REPO, env
-
-CHROMIUM = Path(os.environ.get("TRAINOP_CHROMIUM", "/usr/bin/chromium"))
 
 
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
-    folder = Path(os.environ.get("TRAINOP_ARTIFACTS") or REPO / "tests" / "artifacts") / "ui"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    return artifacts_dir()
 
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} missing: install Debian's chromium (hack/install-browser.sh)"
-    with sync_playwright() as p:
-        # As root (CI), chromium's sandbox cannot start; the pages are our own.
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    with launched() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture

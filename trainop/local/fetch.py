@@ -72,7 +72,7 @@ def check_allowed(url: str) -> None:
         if not parts.hostname:
             raise FetchError("the URL names no host")
         return
-    if parts.scheme == "http" and _loopback(parts.hostname or ""):
+    if parts.scheme == "http" and is_loopback_host(parts.hostname or ""):
         return
     if parts.scheme == "http":
         raise FetchError(
@@ -82,7 +82,8 @@ def check_allowed(url: str) -> None:
     raise FetchError(f"unsupported URL scheme {parts.scheme!r}; use an https URL")
 
 
-def _loopback(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
+    """`localhost` or a loopback address: this machine only."""
     if host == "localhost":
         return True
     try:

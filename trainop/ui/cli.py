@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 import threading
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from flask import Flask
 from werkzeug.serving import ThreadedWSGIServer
 
+from trainop.local.fetch import is_loopback_host
 from trainop.ui.app import Settings, create_app
 from trainop.ui.auth import MODES, AuthSettings
 from trainop.ui.cluster import cluster_source
@@ -57,22 +57,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--links", type=Path, metavar="FILE", help="a YAML list of links: name, scope, url")
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def settings_from(args: argparse.Namespace) -> Settings:
     auth = AuthSettings(
         getattr(args, "auth", "none"),
         getattr(args, "user_header", "X-Forwarded-User"),
         getattr(args, "groups_header", ""),
     )
-    if auth.mode == "none" and not _loopback(args.host):
+    if auth.mode == "none" and not is_loopback_host(args.host):
         raise ValueError(
             f"--host {args.host}: without sign-in (--auth none) the UI listens only on this machine "
             "(127.0.0.1); choose --auth proxy or --auth token to serve other machines"
