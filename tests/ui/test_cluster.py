@@ -17,6 +17,7 @@ from trainop.kubeclient import KubeClient
 from trainop.ui.cluster import Cluster
 from trainop.ui.source import Container, NotAllowed, User
 from trainop.ui.summary import summarize
+from trainop.ui.wizard import Form
 
 Json = dict[str, Any]
 
@@ -25,14 +26,28 @@ class FakeApi:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, dict[str, str]]] = []
         self.listable = {"team-a"}  # namespaces anyone may list jobs in
+        self.config_maps: set[str] = set()  # names of the ConfigMaps there are
+        self.writes: list[str] = []  # method and path with its query, of every request but a GET
         self.app = Flask(__name__)
         self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
 
     def answer(self, path: str) -> Any:
         self.seen.append((request.method, "/" + path, dict(request.headers)))
+        if request.method != "GET":
+            query = request.query_string.decode()
+            self.writes.append(f"{request.method} /{path}" + (f"?{query}" if query else ""))
         if path == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             ns = request.get_json()["spec"]["resourceAttributes"].get("namespace", "")
             return {"status": {"allowed": ns in self.listable}}
+        if path.endswith("/configmaps") and request.method == "POST":
+            name = request.get_json()["metadata"]["name"]
+            if name in self.config_maps:
+                return Response(json.dumps({"message": "already exists"}), 409)
+            return Response(json.dumps(request.get_json()), 201)
+        if "/configmaps/" in path and request.method == "PATCH":
+            return {}
+        if path.endswith("pytorchjobs") and request.method == "POST":
+            return Response(json.dumps(request.get_json()), 201)
         if path.endswith("pytorchjobs/secret"):
             return Response(json.dumps({"message": "forbidden"}), 403)
         if path.endswith("pytorchjobs/mnist"):
@@ -121,3 +136,37 @@ def test_one_containers_log_has_no_prefix(api: tuple[FakeApi, Cluster]) -> None:
     assert [line for batch in batches for line in batch] == ["mnist-worker-1 line 1", "mnist-worker-1 line 2"]
     [(_, path, _)] = [s for s in fake.seen if s[1].endswith("/log")]
     assert path == "/api/v1/namespaces/team-a/pods/mnist-worker-1/log"
+
+
+def example_job() -> tuple[Json, list[Json]]:
+    form = Form({**Form.of_example("pytorch").values, "namespace": "team-a"})
+    job, _ = form.job()
+    return job, form.companions(job)
+
+
+def test_an_examples_job_is_judged_then_its_configmap_then_the_job_created(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    job, companions = example_job()
+    assert cluster.create(User("alice"), job, False, companions) == (
+        "created (with ConfigMap pytorch-dist-digits-script)"
+    )
+    assert fake.writes == [
+        "POST /apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs?dryRun=All",
+        "POST /api/v1/namespaces/team-a/configmaps",
+        "POST /apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs",
+    ]
+
+
+def test_a_dry_run_of_an_examples_job_writes_nothing(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    job, companions = example_job()
+    cluster.create(User("alice"), job, True, companions)
+    assert all(w.endswith("?dryRun=All") for w in fake.writes) and len(fake.writes) == 2
+
+
+def test_an_existing_configmap_of_the_example_gets_the_examples_data(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.config_maps.add("pytorch-dist-digits-script")
+    job, companions = example_job()
+    cluster.create(User("alice"), job, False, companions)
+    assert "PATCH /api/v1/namespaces/team-a/configmaps/pytorch-dist-digits-script" in fake.writes

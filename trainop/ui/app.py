@@ -39,6 +39,7 @@ from trainop.ui.wizard import (
     RUN_POLICY,
     Form,
     errors_by_field,
+    examples_of,
     field_of,
     form_fields,
 )
@@ -251,19 +252,25 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
         form = (
             Form(dict(request.form.items()))
             if request.method == "POST"
-            else Form.initial(request.args.get("kind", DEFAULT_KIND))
+            else Form.initial(request.args.get("kind", DEFAULT_KIND), request.args.get("example", ""))
         )
         job, problems = form.job()
+        # What goes with the job (an example's ConfigMap), made here from the example's name, never
+        # taken from the request.
+        companions = form.companions(job)
         errors = errors_by_field(job, problems)
         outcome = ""
         if request.method == "POST" and request.form.get("do") == "download":
             name = str(job["metadata"].get("name") or "job")
             headers = {"Content-Disposition": f'attachment; filename="{secure_filename(name) or "job"}.yaml"'}
-            return Response(yaml.safe_dump(job, sort_keys=False), 200, headers, mimetype="application/yaml")
+            text = yaml.safe_dump_all([*companions, job], sort_keys=False)
+            return Response(text, 200, headers, mimetype="application/yaml")
         if request.method == "POST" and request.form.get("do") in ("create", "dry-run") and not errors:
             writes_allowed()
             try:
-                outcome = source.create(g.user, job, dry_run=request.form.get("do") == "dry-run")
+                outcome = source.create(
+                    g.user, job, dry_run=request.form.get("do") == "dry-run", companions=companions
+                )
             except Invalid as exc:
                 for path, message in exc.errors:
                     errors.setdefault(field_of(path) if path else FORM, []).append(message)
@@ -285,6 +292,9 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "form": form,
             "info": kind_info(form.kind),
             "kinds": sorted(KINDS),
+            "examples": examples_of(form.kind),
+            "example": form.example,
+            "companions_yaml": yaml.safe_dump_all(companions, sort_keys=False) if companions else "",
             "errors": errors,
             "yaml_text": yaml.safe_dump(job, sort_keys=False),
             "resources": RESOURCES,

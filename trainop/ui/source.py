@@ -6,7 +6,7 @@ not the UI, decides what each user sees and may do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -83,6 +83,7 @@ class Source(Protocol):
         """Do `action` (one of `actions`) to the job; returns what happened, for the page."""
         ...
 
-    def create(self, user: User, job: Json, dry_run: bool) -> str:
-        """Create the job (or only check that it would be, with `dry_run`); raises Invalid or NotAllowed."""
+    def create(self, user: User, job: Json, dry_run: bool, companions: Sequence[Json] = ()) -> str:
+        """Create the job (or only check that it would be, with `dry_run`), with the ConfigMaps it mounts
+        (`companions`, in its namespace) applied first; raises Invalid or NotAllowed."""
         ...
