@@ -189,7 +189,8 @@ class Form:
                 resources = {"limits": limits, **resources}
             if resources:
                 container["resources"] = resources
-            container |= {k: v for k, v in first.items() if k not in container and k not in ("command", "resources")}
+            # The rest of the example's container; a command or limits the form emptied stay removed.
+            container |= {k: v for k, v in first.items() if k not in (*container, "command", "resources")}
             out: Json = {"replicas": replicas if replicas is not None else raw}
             policy = self.get(f"{rtype}.restartPolicy")
             if policy:
