@@ -13,13 +13,20 @@ from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
 from tests.ui.helpers import pod, pytorch, with_status
+from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.kubeclient import KubeClient
+from trainop.ui.app import Settings, create_app
 from trainop.ui.cluster import Cluster
 from trainop.ui.source import Container, NotAllowed, User
 from trainop.ui.summary import summarize
 from trainop.ui.wizard import Form
 
 Json = dict[str, Any]
+
+
+def with_tensorboard(obj: Json) -> Json:
+    obj["metadata"].setdefault("annotations", {})[TENSORBOARD] = "s3://bucket/runs"
+    return obj
 
 
 class FakeApi:
@@ -50,6 +57,8 @@ class FakeApi:
             return Response(json.dumps(request.get_json()), 201)
         if path.endswith("pytorchjobs/secret"):
             return Response(json.dumps({"message": "forbidden"}), 403)
+        if path.endswith("pytorchjobs/board"):
+            return with_status(with_tensorboard(pytorch("board", "team-a")), ("Running", "R"))
         if path.endswith("pytorchjobs/mnist"):
             return with_status(pytorch("mnist", "team-a"), ("Running", "R"))
         if path.endswith("/pods"):
@@ -170,3 +179,30 @@ def test_an_existing_configmap_of_the_example_gets_the_examples_data(api: tuple[
     job, companions = example_job()
     cluster.create(User("alice"), job, False, companions)
     assert "PATCH /api/v1/namespaces/team-a/configmaps/pytorch-dist-digits-script" in fake.writes
+
+
+def listed(cluster: Cluster, *jobs: Json) -> None:
+    for obj in jobs:
+        key = f"{obj['metadata']['namespace']}/{obj['kind']}/{obj['metadata']['name']}"
+        cluster.jobs[obj["kind"]][key] = summarize(obj, key)
+
+
+def test_a_listed_job_with_a_tensorboard_links_to_it_under_its_path_prefix(api: tuple[FakeApi, Cluster]):
+    _, cluster = api
+    listed(cluster, with_tensorboard(pytorch("board", "team-a")), pytorch("plain", "team-a"))
+    page = create_app(cluster, Settings()).test_client().get("/").text
+    assert page.count(">TensorBoard</a>") == 1
+    assert 'href="/tensorboard/team-a/board/"' in page
+
+
+def test_a_jobs_page_links_its_tensorboard_through_the_configured_template(api: tuple[FakeApi, Cluster]):
+    _, cluster = api
+    settings = Settings(tensorboard_url="https://tb.example/${metadata.namespace}--${metadata.name}")
+    page = create_app(cluster, settings).test_client().get("/job/team-a/PyTorchJob/board").text
+    assert 'href="https://tb.example/team-a--board"' in page
+
+
+def test_an_empty_tensorboard_template_shows_no_tensorboard_link(api: tuple[FakeApi, Cluster]):
+    _, cluster = api
+    page = create_app(cluster, Settings(tensorboard_url="")).test_client().get("/job/team-a/PyTorchJob/board")
+    assert "TensorBoard" not in page.text

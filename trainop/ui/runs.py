@@ -36,6 +36,8 @@ POLL_SECONDS = 0.3
 class Runs:
     actions: tuple[str, ...] = ("stop", "delete")
     creates = "started"
+    # `trainop run` starts no TensorBoard, so a run shows no link to one.
+    tensorboards = False
 
     def __init__(self, root: Path) -> None:
         self.root = root

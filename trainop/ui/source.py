@@ -66,6 +66,9 @@ class Source(Protocol):
     actions: tuple[str, ...]
     # What a created job becomes: "created" on a cluster, "started" for a local run.
     creates: str
+    # Whether a job with the TensorBoard annotation has a TensorBoard to link to: on a cluster the
+    # operator serves one per such job; `trainop run` starts none.
+    tensorboards: bool
 
     def summaries(self, user: User) -> list[Summary]: ...
 
