@@ -25,6 +25,7 @@ from trainop.local.logs import prefix
 from trainop.ui.app import Settings
 from trainop.ui.auth import Authenticator
 from trainop.ui.runs import check
+from trainop.ui.scheduling import Discovery, Gate, gates, waiting
 from trainop.ui.source import Container, Detail, Event, Invalid, NotAllowed, User
 from trainop.ui.summary import Summary, summarize
 
@@ -54,6 +55,7 @@ class Cluster:
         self.jobs: dict[str, dict[str, Summary]] = {kind: {} for kind in KINDS}
         self.lock = threading.Lock()
         self.access: dict[tuple[str, tuple[str, ...], str, str], tuple[float, bool]] = {}
+        self.discovery = Discovery(lambda path: self.client.request("GET", path))
 
     # ---- the watched summary ------------------------------------------------------------------------
     def start(self) -> None:
@@ -196,7 +198,12 @@ class Cluster:
         ]
         summary = summarize(job, key, pods)
         live = summary.state not in ("Succeeded", "Failed")
-        return Detail(summary, job, pods, events, containers, live, notes)
+        scheduling: list[Gate] = []
+        if waiting(pods, not live):
+            client = self.as_user(user)
+            scheduling, more = gates(lambda path: client.request("GET", path), self.discovery, job)
+            notes += more
+        return Detail(summary, job, pods, events, containers, live, notes, scheduling)
 
     def follow_logs(
         self, user: User, key: str, container: Container | None, tail: int

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from trainop.ui.scheduling import Gate
 from trainop.ui.summary import Summary
 
 Json = dict[str, Any]
@@ -47,6 +48,8 @@ class Detail:
     containers: list[Container]  # whose logs can be read, in pod order
     live: bool  # whether it can still change (logs followed, the page updated)
     notes: list[str] = field(default_factory=list)  # what a reader should know about where this came from
+    # While it waits to be scheduled: its PodGroup and Kueue Workload, where there are such.
+    scheduling: list[Gate] = field(default_factory=list)
 
 
 class NotAllowed(Exception):
