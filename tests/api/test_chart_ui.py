@@ -64,6 +64,16 @@ def test_links_and_writes_are_passed_to_the_ui(helm: tuple[str, Path]) -> None:
     assert "var-job=${metadata.name}" in one(rendered, "ConfigMap", f"{UI}-links")["data"]["links.yaml"]
 
 
+def test_the_ui_links_tensorboard_under_its_path_prefix_unless_told_another_url(
+    helm: tuple[str, Path],
+) -> None:
+    default = pod_spec(render(helm, "ui.enabled=true"), UI)["containers"][0]["command"]
+    assert "--tensorboard-url=/tensorboard/${metadata.namespace}/${metadata.name}/" in default
+    rendered = render(helm, "ui.enabled=true", "ui.tensorboardUrl=https://tb/${metadata.name}")
+    command = pod_spec(rendered, UI)["containers"][0]["command"]
+    assert "--tensorboard-url=https://tb/${metadata.name}" in command
+
+
 def test_the_chart_refuses_a_ui_without_sign_in(helm: tuple[str, Path]) -> None:
     result = helm_template(helm, "ui.enabled=true", "ui.auth.mode=none")
     assert result.returncode != 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.ui.helpers import pod, pytorch, with_status, write_run
+from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.ui.app import Settings, create_app, row_id
 from trainop.ui.auth import AuthSettings
 from trainop.ui.links import Link
@@ -215,3 +216,11 @@ def test_the_wizard_downloads_the_job_as_yaml(root: Path):
     answer = client(root).post("/new", data=form)
     assert answer.headers["Content-Disposition"] == 'attachment; filename="mine.yaml"'
     assert "kind: PyTorchJob" in answer.text and "image: python:3.11" in answer.text
+
+
+def test_a_local_run_shows_no_tensorboard_link_as_trainop_run_starts_none(root: Path):
+    obj = pytorch("a")
+    obj["metadata"]["annotations"] = {TENSORBOARD: "pvc://logs"}
+    write_run(root, "a", obj)
+    c = client(root)
+    assert "TensorBoard" not in c.get("/").text and "TensorBoard" not in c.get("/job/a").text

@@ -13,28 +13,64 @@ from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
 from tests.ui.helpers import pod, pytorch, with_status
+from trainop.controller.podgroups import KUBERNETES_KEY, PLUGINS_KEY, VOLCANO_KEY
+from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.kubeclient import KubeClient
+from trainop.ui.app import Settings, create_app
 from trainop.ui.cluster import Cluster
+from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API
 from trainop.ui.source import Container, NotAllowed, User
 from trainop.ui.summary import summarize
+from trainop.ui.wizard import Form
 
 Json = dict[str, Any]
+
+
+def with_tensorboard(obj: Json) -> Json:
+    obj["metadata"].setdefault("annotations", {})[TENSORBOARD] = "s3://bucket/runs"
+    return obj
 
 
 class FakeApi:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, dict[str, str]]] = []
         self.listable = {"team-a"}  # namespaces anyone may list jobs in
+        self.config_maps: set[str] = set()  # names of the ConfigMaps there are
+        self.writes: list[str] = []  # method and path with its query, of every request but a GET
+        self.served: set[str] = set()  # group/versions the cluster serves beyond the built-in ones
+        self.forbidden: set[str] = set()  # resources (plural) nobody may read
         self.app = Flask(__name__)
         self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
 
     def answer(self, path: str) -> Any:
         self.seen.append((request.method, "/" + path, dict(request.headers)))
+        if request.method != "GET":
+            query = request.query_string.decode()
+            self.writes.append(f"{request.method} /{path}" + (f"?{query}" if query else ""))
         if path == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             ns = request.get_json()["spec"]["resourceAttributes"].get("namespace", "")
             return {"status": {"allowed": ns in self.listable}}
+        if path.endswith("/configmaps") and request.method == "POST":
+            name = request.get_json()["metadata"]["name"]
+            if name in self.config_maps:
+                return Response(json.dumps({"message": "already exists"}), 409)
+            return Response(json.dumps(request.get_json()), 201)
+        if "/configmaps/" in path and request.method == "PATCH":
+            return {}
+        if path.endswith("pytorchjobs") and request.method == "POST":
+            return Response(json.dumps(request.get_json()), 201)
         if path.endswith("pytorchjobs/secret"):
             return Response(json.dumps({"message": "forbidden"}), 403)
+        if path.startswith("apis/") and path.count("/") == 2:
+            return {} if path.removeprefix("apis/") in self.served else Response("{}", 404)
+        if "/podgroups/" in path or path.endswith("/workloads"):
+            return self.scheduling(path)
+        if path.endswith("pytorchjobs/queued"):
+            queued = with_status(pytorch("queued", "team-a"), ("Suspended", "JobSuspended"))
+            queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a-queue"}
+            return queued
+        if path.endswith("pytorchjobs/board"):
+            return with_status(with_tensorboard(pytorch("board", "team-a")), ("Running", "R"))
         if path.endswith("pytorchjobs/mnist"):
             return with_status(pytorch("mnist", "team-a"), ("Running", "R"))
         if path.endswith("/pods"):
@@ -51,6 +87,40 @@ class FakeApi:
             name = path.split("/")[-2]
             return Response(f"{name} line 1\n{name} line 2\n", mimetype="text/plain")
         return Response("{}", 404)
+
+    def scheduling(self, path: str) -> Any:
+        api = "/".join(path.split("/")[1:3])
+        if api not in self.served:
+            return Response("{}", 404)
+        if path.split("/")[-1 if path.endswith("workloads") else -2] in self.forbidden:
+            return Response(json.dumps({"message": "forbidden"}), 403)
+        if path.endswith("/workloads"):
+            return {"items": [workload("uid-queued"), workload("uid-other")]}
+        name = path.split("/")[-1]
+        return {
+            "metadata": {"name": name},
+            "spec": {"minMember": 3},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                     "message": "3/3 tasks in gang unschedulable"},
+                ],
+            },
+        }  # fmt: skip
+
+
+def workload(owner: str) -> Json:
+    return {
+        "metadata": {"name": f"pytorchjob-{owner}", "ownerReferences": [{"uid": owner}]},
+        "spec": {"queueName": "team-a-queue"},
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                 "message": "couldn't assign flavors to pod set worker: insufficient quota for cpu"},
+            ],
+        },
+    }  # fmt: skip
 
 
 @pytest.fixture
@@ -121,3 +191,138 @@ def test_one_containers_log_has_no_prefix(api: tuple[FakeApi, Cluster]) -> None:
     assert [line for batch in batches for line in batch] == ["mnist-worker-1 line 1", "mnist-worker-1 line 2"]
     [(_, path, _)] = [s for s in fake.seen if s[1].endswith("/log")]
     assert path == "/api/v1/namespaces/team-a/pods/mnist-worker-1/log"
+
+
+def example_job() -> tuple[Json, list[Json]]:
+    form = Form({**Form.of_example("pytorch").values, "namespace": "team-a"})
+    job, _ = form.job()
+    return job, form.companions(job)
+
+
+def test_an_examples_job_is_judged_then_its_configmap_then_the_job_created(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    job, companions = example_job()
+    assert cluster.create(User("alice"), job, False, companions) == (
+        "created (with ConfigMap pytorch-dist-digits-script)"
+    )
+    assert fake.writes == [
+        "POST /apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs?dryRun=All",
+        "POST /api/v1/namespaces/team-a/configmaps",
+        "POST /apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs",
+    ]
+
+
+def test_a_dry_run_of_an_examples_job_writes_nothing(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    job, companions = example_job()
+    cluster.create(User("alice"), job, True, companions)
+    assert all(w.endswith("?dryRun=All") for w in fake.writes) and len(fake.writes) == 2
+
+
+def test_an_existing_configmap_of_the_example_gets_the_examples_data(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.config_maps.add("pytorch-dist-digits-script")
+    job, companions = example_job()
+    cluster.create(User("alice"), job, False, companions)
+    assert "PATCH /api/v1/namespaces/team-a/configmaps/pytorch-dist-digits-script" in fake.writes
+
+
+def listed(cluster: Cluster, *jobs: Json) -> None:
+    for obj in jobs:
+        key = f"{obj['metadata']['namespace']}/{obj['kind']}/{obj['metadata']['name']}"
+        cluster.jobs[obj["kind"]][key] = summarize(obj, key)
+
+
+def test_a_listed_job_with_a_tensorboard_links_to_it_under_its_path_prefix(api: tuple[FakeApi, Cluster]):
+    _, cluster = api
+    listed(cluster, with_tensorboard(pytorch("board", "team-a")), pytorch("plain", "team-a"))
+    page = create_app(cluster, Settings()).test_client().get("/").text
+    assert page.count(">TensorBoard</a>") == 1
+    assert 'href="/tensorboard/team-a/board/"' in page
+
+
+def test_a_jobs_page_links_its_tensorboard_through_the_configured_template(api: tuple[FakeApi, Cluster]):
+    _, cluster = api
+    settings = Settings(tensorboard_url="https://tb.example/${metadata.namespace}--${metadata.name}")
+    page = create_app(cluster, settings).test_client().get("/job/team-a/PyTorchJob/board").text
+    assert 'href="https://tb.example/team-a--board"' in page
+
+
+def test_an_empty_tensorboard_template_shows_no_tensorboard_link(api: tuple[FakeApi, Cluster]):
+    _, cluster = api
+    page = create_app(cluster, Settings(tensorboard_url="")).test_client().get("/job/team-a/PyTorchJob/board")
+    assert "TensorBoard" not in page.text
+
+
+def pending_pods(fake: FakeApi) -> None:
+    """The mnist job's pods wait to be scheduled."""
+    original = fake.answer
+
+    def answer(path: str) -> Any:
+        reply = original(path)
+        if path.endswith("/pods"):
+            for p in reply["items"]:
+                p["status"] = {"phase": "Pending"}
+        return reply
+
+    fake.app.view_functions["any"] = answer
+
+
+def test_the_ui_looks_for_the_podgroups_of_every_api_the_sync_makes_them_in():
+    assert {f"PodGroup.{api}" for api in POD_GROUP_APIS} == {VOLCANO_KEY, PLUGINS_KEY, KUBERNETES_KEY}
+
+
+def test_a_pending_jobs_page_shows_its_podgroups_phase_and_conditions(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.served.add("scheduling.volcano.sh/v1beta1")
+    pending_pods(fake)
+    page = create_app(cluster, Settings()).test_client().get("/job/team-a/PyTorchJob/mnist").text
+    assert "<dt>PodGroup</dt><dd><code>mnist</code> <small>(scheduling.volcano.sh/v1beta1)</small>" in page
+    assert '<span class="state pending">Pending</span>' in page
+    assert "Unschedulable</dt><dd>True (NotEnoughResources): 3/3 tasks in gang unschedulable" in page
+
+
+def test_the_podgroup_is_read_as_the_user(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.served.add("scheduling.x-k8s.io/v1alpha1")
+    pending_pods(fake)
+    cluster.detail(User("alice"), "team-a/PyTorchJob/mnist")
+    [headers] = [h for _, path, h in fake.seen if "/podgroups/" in path]
+    assert headers["Impersonate-User"] == "alice"
+
+
+def test_a_queued_jobs_page_shows_its_own_kueue_workload_pending_with_the_message(
+    api: tuple[FakeApi, Cluster],
+):
+    fake, cluster = api
+    fake.served.add(WORKLOAD_API)
+    detail = cluster.detail(User("alice"), "team-a/PyTorchJob/queued")
+    assert detail is not None
+    [gate] = detail.scheduling
+    assert (gate.what, gate.name, gate.state) == ("Workload", "pytorchjob-uid-queued", "Pending")
+    assert gate.conditions[0].message.endswith("insufficient quota for cpu")
+
+
+def test_scheduling_apis_that_are_not_installed_are_neither_asked_nor_shown(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    pending_pods(fake)
+    answer = create_app(cluster, Settings()).test_client().get("/job/team-a/PyTorchJob/queued")
+    assert answer.status_code == 200 and "What the scheduling waits for" not in answer.text
+    assert not [path for _, path, _ in fake.seen if "/podgroups/" in path or path.endswith("/workloads")]
+
+
+def test_podgroups_the_user_may_not_read_are_a_note_not_an_error(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.served.add("scheduling.volcano.sh/v1beta1")
+    fake.forbidden.add("podgroups")
+    pending_pods(fake)
+    detail = cluster.detail(User("alice"), "team-a/PyTorchJob/mnist")
+    assert detail is not None and detail.scheduling == []
+    assert "you may not read PodGroups (scheduling.volcano.sh/v1beta1) in this namespace" in detail.notes
+
+
+def test_a_running_jobs_page_asks_for_no_scheduling_status(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.served.update(POD_GROUP_APIS)
+    cluster.detail(User("alice"), "team-a/PyTorchJob/mnist")
+    assert not [path for _, path, _ in fake.seen if "/podgroups/" in path]

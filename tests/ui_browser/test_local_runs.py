@@ -204,3 +204,26 @@ def test_trainop_run_with_ui_prints_a_url_that_shows_the_live_run(
     page.screenshot(path=artifacts / "run-ui.png", full_page=True)
     gate.touch()
     assert proc.wait(timeout=60) == 0
+
+
+def test_the_wizard_starts_from_an_example_and_its_configmap_goes_with_the_run(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    page.goto(serve("--writable") + "new")
+    page.select_option("select[name=kind]", "PyTorchJob")
+    page.click("text=Start from example: pytorch")
+    expect(page.locator("input[name='Worker.image']")).to_have_value("trainop-examples/pytorch:latest")
+    expect(page.locator("#companions-note")).to_contain_text("pytorch-dist-digits-script")
+    expect(page.locator("#verdict")).to_contain_text("Valid")
+    page.screenshot(path=artifacts / "wizard-example.png", full_page=True)
+    # The script arrives through the example's ConfigMap: the replicas print its first line.
+    first_line = 'python3 -c "import sys; print(open(sys.argv[1]).readline())" /example/train.py'
+    page.fill("input[name=name]", "from-an-example")
+    page.fill("input[name='Master.command']", first_line)
+    page.fill("input[name='Worker.command']", first_line)
+    expect(page.locator("#wizard-yaml")).to_contain_text("/example/train.py")
+    expect(page.locator("#wizard-yaml")).to_contain_text("ACCURACY_TARGET")
+    page.click("button[value=create]")
+    expect(page.locator("h1")).to_contain_text("from-an-example")
+    expect(page.locator("[data-part=status]")).to_contain_text("Succeeded", timeout=60_000)
+    expect(page.locator("pre.log")).to_contain_text('[worker-1] """PyTorch DDP on gloo')

@@ -24,6 +24,7 @@ from flask import Flask, Response, abort, g, redirect, render_template, request,
 from markupsafe import Markup
 from werkzeug.utils import secure_filename
 
+from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.frameworks import KINDS, kind_info
 from trainop.local.logs import replica_name
 from trainop.ui.auth import TOKEN_COOKIE, Authenticator, AuthSettings, Unauthenticated, csrf_ok, csrf_token
@@ -39,12 +40,14 @@ from trainop.ui.wizard import (
     RUN_POLICY,
     Form,
     errors_by_field,
+    examples_of,
     field_of,
     form_fields,
 )
 
 Json = dict[str, Any]
 HERE = Path(__file__).parent
+TENSORBOARD_URL = "/tensorboard/${metadata.namespace}/${metadata.name}/"
 # What a browser holds of a followed log; older lines are dropped as new ones come (static/ui.js too).
 LOG_LINES = 2000
 CSP = "; ".join(
@@ -66,6 +69,10 @@ class Settings:
     stream_seconds: float = 600.0
     poll_seconds: float = 1.0
     title: str = "trainop"
+    # Where a job's TensorBoard is, over the job's fields like a link's URL; "" shows no TensorBoard link.
+    # The default is the path prefix the TensorBoard serves under, on the UI's own host: for an Ingress
+    # in front of both that routes /tensorboard/ to the jobs' TensorBoard Services.
+    tensorboard_url: str = TENSORBOARD_URL
 
 
 def row_id(key: str) -> str:
@@ -89,7 +96,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
     app.config.update(SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_HTTPONLY=True)
     auth = authenticator or Authenticator(settings.auth)
     streams = threading.BoundedSemaphore(settings.max_streams)
-    app.jinja_env.globals.update(age=age, row_id=row_id)
+    app.jinja_env.globals.update(age=age, row_id=row_id, TENSORBOARD=TENSORBOARD)
     cells = app.jinja_env.get_template("cells.html")
 
     def now() -> datetime:
@@ -118,8 +125,14 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "job_links": job_links,
         }
 
+    tensorboard = Link("TensorBoard", "job", settings.tensorboard_url)
+
     def job_links(obj: Json, scope: str = "job") -> list[tuple[str, str]]:
-        return [(link.name, link.expand(obj)) for link in settings.links if link.scope == scope]
+        links = [(link.name, link.expand(obj)) for link in settings.links if link.scope == scope]
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if scope == "job" and source.tensorboards and settings.tensorboard_url and TENSORBOARD in annotations:
+            links.insert(0, (tensorboard.name, tensorboard.expand(obj)))
+        return links
 
     @app.after_request
     def headers(response: Response) -> Response:
@@ -251,19 +264,25 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
         form = (
             Form(dict(request.form.items()))
             if request.method == "POST"
-            else Form.initial(request.args.get("kind", DEFAULT_KIND))
+            else Form.initial(request.args.get("kind", DEFAULT_KIND), request.args.get("example", ""))
         )
         job, problems = form.job()
+        # What goes with the job (an example's ConfigMap), made here from the example's name, never
+        # taken from the request.
+        companions = form.companions(job)
         errors = errors_by_field(job, problems)
         outcome = ""
         if request.method == "POST" and request.form.get("do") == "download":
             name = str(job["metadata"].get("name") or "job")
             headers = {"Content-Disposition": f'attachment; filename="{secure_filename(name) or "job"}.yaml"'}
-            return Response(yaml.safe_dump(job, sort_keys=False), 200, headers, mimetype="application/yaml")
+            text = yaml.safe_dump_all([*companions, job], sort_keys=False)
+            return Response(text, 200, headers, mimetype="application/yaml")
         if request.method == "POST" and request.form.get("do") in ("create", "dry-run") and not errors:
             writes_allowed()
             try:
-                outcome = source.create(g.user, job, dry_run=request.form.get("do") == "dry-run")
+                outcome = source.create(
+                    g.user, job, dry_run=request.form.get("do") == "dry-run", companions=companions
+                )
             except Invalid as exc:
                 for path, message in exc.errors:
                     errors.setdefault(field_of(path) if path else FORM, []).append(message)
@@ -285,6 +304,9 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "form": form,
             "info": kind_info(form.kind),
             "kinds": sorted(KINDS),
+            "examples": examples_of(form.kind),
+            "example": form.example,
+            "companions_yaml": yaml.safe_dump_all(companions, sort_keys=False) if companions else "",
             "errors": errors,
             "yaml_text": yaml.safe_dump(job, sort_keys=False),
             "resources": RESOURCES,

@@ -12,7 +12,7 @@ from flask import Flask
 from werkzeug.serving import ThreadedWSGIServer
 
 from trainop.local.fetch import is_loopback_host
-from trainop.ui.app import Settings, create_app
+from trainop.ui.app import TENSORBOARD_URL, Settings, create_app
 from trainop.ui.auth import MODES, AuthSettings
 from trainop.ui.cluster import cluster_source
 from trainop.ui.links import load_links
@@ -38,6 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster",
         action="store_true",
         help="serve the cluster of TRAINOP_KUBECONFIG (or the pod's ServiceAccount) instead of local runs",
+    )
+    parser.add_argument(
+        "--tensorboard-url",
+        default=TENSORBOARD_URL,
+        metavar="TEMPLATE",
+        help="with --cluster: where a job's TensorBoard is, with ${metadata.namespace}-style fields "
+        f"(default {TENSORBOARD_URL}, the path it serves under, on this host: for an "
+        "Ingress in front of both); '' shows no TensorBoard link",
     )
     parser.add_argument("--auth", choices=MODES, default="none", help="how users sign in (default: none)")
     parser.add_argument(
@@ -69,7 +77,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
             "(127.0.0.1); choose --auth proxy or --auth token to serve other machines"
         )
     links = tuple(load_links(args.links)) if args.links else ()
-    return Settings(writable=args.writable, auth=auth, links=links)
+    tensorboard = getattr(args, "tensorboard_url", TENSORBOARD_URL)
+    if tensorboard and not tensorboard.startswith(("http://", "https://", "/")):
+        raise ValueError(
+            f"--tensorboard-url {tensorboard}: an http(s) URL or a path, e.g. "
+            "https://tensorboard.example/${metadata.namespace}/${metadata.name}/, or '' for no link"
+        )
+    return Settings(writable=args.writable, auth=auth, links=links, tensorboard_url=tensorboard)
 
 
 class BoundedServer(ThreadedWSGIServer):

@@ -15,7 +15,7 @@ import threading
 import time
 import urllib.error
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +25,7 @@ from trainop.local.logs import prefix
 from trainop.ui.app import Settings
 from trainop.ui.auth import Authenticator
 from trainop.ui.runs import check
+from trainop.ui.scheduling import Discovery, Gate, gates, waiting
 from trainop.ui.source import Container, Detail, Event, Invalid, NotAllowed, User
 from trainop.ui.summary import Summary, summarize
 
@@ -46,12 +47,15 @@ def _key(job: Json) -> str:
 class Cluster:
     actions: tuple[str, ...] = ("suspend", "resume", "delete")
     creates = "created"
+    # The sync hook serves a TensorBoard for every job with the annotation (extensions/tensorboard.py).
+    tensorboards = True
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
         self.jobs: dict[str, dict[str, Summary]] = {kind: {} for kind in KINDS}
         self.lock = threading.Lock()
         self.access: dict[tuple[str, tuple[str, ...], str, str], tuple[float, bool]] = {}
+        self.discovery = Discovery(lambda path: self.client.request("GET", path))
 
     # ---- the watched summary ------------------------------------------------------------------------
     def start(self) -> None:
@@ -194,7 +198,12 @@ class Cluster:
         ]
         summary = summarize(job, key, pods)
         live = summary.state not in ("Succeeded", "Failed")
-        return Detail(summary, job, pods, events, containers, live, notes)
+        scheduling: list[Gate] = []
+        if waiting(pods, not live):
+            client = self.as_user(user)
+            scheduling, more = gates(lambda path: client.request("GET", path), self.discovery, job)
+            notes += more
+        return Detail(summary, job, pods, events, containers, live, notes, scheduling)
 
     def follow_logs(
         self, user: User, key: str, container: Container | None, tail: int
@@ -249,21 +258,57 @@ class Cluster:
             return f"{kind} {name}: deleted"
         raise NotAllowed(f"unknown action {action}")
 
-    def create(self, user: User, job: Json, dry_run: bool) -> str:
+    def create(self, user: User, job: Json, dry_run: bool, companions: Sequence[Json] = ()) -> str:
         errors = check(job)
         if errors:
             raise Invalid(errors)
         ns = str(job["metadata"].get("namespace") or "default")
         path = f"/apis/{GROUP}/namespaces/{ns}/{kind_info(str(job['kind'])).plural}"
+        # With ConfigMaps to apply first, the job is judged (dry run) before anything is written, so a
+        # refused job leaves no ConfigMap behind.
+        if companions and not dry_run:
+            self._post(user, f"{path}?dryRun=All", job)
+        for config_map in companions:
+            self._apply_config_map(user, ns, config_map, dry_run)
+        self._post(user, f"{path}?dryRun=All" if dry_run else path, job)
         if dry_run:
-            path += "?dryRun=All"
+            return "the cluster accepts it (dry run)"
+        made = ", ".join(f"ConfigMap {(c.get('metadata') or {}).get('name')}" for c in companions)
+        return f"created (with {made})" if made else "created"
+
+    def _post(self, user: User, path: str, body: Json) -> Json:
         try:
-            self.as_user(user).request("POST", path, job)
+            return self.as_user(user).request("POST", path, body)
         except ApiError as exc:
             if exc.status in (401, 403):
                 raise NotAllowed(str(exc)) from None
             raise Invalid([("", str(exc))]) from None
-        return "the cluster accepts it (dry run)" if dry_run else "created"
+
+    def _apply_config_map(self, user: User, ns: str, config_map: Json, dry_run: bool) -> None:
+        """Create it, or, when one of that name is there (an earlier job of the same example), write its
+        data over it, as `kubectl apply` of the downloaded file would."""
+        if config_map.get("kind") != "ConfigMap" or config_map.get("apiVersion") != "v1":
+            raise Invalid([("", "only ConfigMaps are applied with a job")])
+        name = str((config_map.get("metadata") or {}).get("name") or "")
+        query = "?dryRun=All" if dry_run else ""
+        path = f"/api/v1/namespaces/{ns}/configmaps"
+        try:
+            self.as_user(user).request("POST", path + query, config_map)
+            return
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise NotAllowed(str(exc)) from None
+            if exc.status != 409:
+                raise Invalid([("", f"ConfigMap {name}: {exc}")]) from None
+        patch = {"data": config_map.get("data") or {}}
+        try:
+            self.as_user(user).request(
+                "PATCH", f"{path}/{name}{query}", patch, "application/merge-patch+json"
+            )
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise NotAllowed(str(exc)) from None
+            raise Invalid([("", f"ConfigMap {name}: {exc}")]) from None
 
 
 def _event(e: Json) -> Event:

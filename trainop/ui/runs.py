@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ POLL_SECONDS = 0.3
 class Runs:
     actions: tuple[str, ...] = ("stop", "delete")
     creates = "started"
+    # `trainop run` starts no TensorBoard, so a run shows no link to one.
+    tensorboards = False
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -173,7 +175,7 @@ class Runs:
             return f"deleted the run folder {folder}"
         raise NotAllowed(f"{action} is not something a local run can do")
 
-    def create(self, user: User, job: Json, dry_run: bool) -> str:
+    def create(self, user: User, job: Json, dry_run: bool, companions: Sequence[Json] = ()) -> str:
         errors = check(job)
         if errors:
             raise Invalid(errors)
@@ -184,7 +186,8 @@ class Runs:
         spool = self.root / ".wizard"
         spool.mkdir(parents=True, exist_ok=True)
         manifest = spool / f"{name}-{stamp}.yaml"
-        manifest.write_text(yaml.safe_dump(job, sort_keys=False))
+        # The ConfigMaps first, as in a file for `kubectl apply`: `trainop run` reads them from the same file.
+        manifest.write_text(yaml.safe_dump_all([*companions, job], sort_keys=False))
         workdir = self.root / f"{name}-{stamp}"
         n = 1
         while workdir.exists():

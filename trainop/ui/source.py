@@ -6,10 +6,11 @@ not the UI, decides what each user sees and may do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from trainop.ui.scheduling import Gate
 from trainop.ui.summary import Summary
 
 Json = dict[str, Any]
@@ -47,6 +48,8 @@ class Detail:
     containers: list[Container]  # whose logs can be read, in pod order
     live: bool  # whether it can still change (logs followed, the page updated)
     notes: list[str] = field(default_factory=list)  # what a reader should know about where this came from
+    # While it waits to be scheduled: its PodGroup and Kueue Workload, where there are such.
+    scheduling: list[Gate] = field(default_factory=list)
 
 
 class NotAllowed(Exception):
@@ -66,6 +69,9 @@ class Source(Protocol):
     actions: tuple[str, ...]
     # What a created job becomes: "created" on a cluster, "started" for a local run.
     creates: str
+    # Whether a job with the TensorBoard annotation has a TensorBoard to link to: on a cluster the
+    # operator serves one per such job; `trainop run` starts none.
+    tensorboards: bool
 
     def summaries(self, user: User) -> list[Summary]: ...
 
@@ -83,6 +89,7 @@ class Source(Protocol):
         """Do `action` (one of `actions`) to the job; returns what happened, for the page."""
         ...
 
-    def create(self, user: User, job: Json, dry_run: bool) -> str:
-        """Create the job (or only check that it would be, with `dry_run`); raises Invalid or NotAllowed."""
+    def create(self, user: User, job: Json, dry_run: bool, companions: Sequence[Json] = ()) -> str:
+        """Create the job (or only check that it would be, with `dry_run`), with the ConfigMaps it mounts
+        (`companions`, in its namespace) applied first; raises Invalid or NotAllowed."""
         ...

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from trainop.api.times import is_timestamp, parse_timestamp
+from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 
 Json = dict[str, Any]
 
@@ -41,6 +42,7 @@ class Summary:
     queue: str
     uid: str = ""
     labels: tuple[tuple[str, str], ...] = field(default=())
+    tensorboard: str = ""  # the TensorBoard annotation's log directory: the job has a TensorBoard
 
     def duration(self, now: datetime) -> float | None:
         if self.created is None:
@@ -109,6 +111,7 @@ def summarize(job: Json, key: str, pods: list[Json] | None = None) -> Summary:
         queue=str(labels.get(QUEUE_LABEL) or ""),
         uid=str(meta.get("uid") or ""),
         labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+        tensorboard=str((meta.get("annotations") or {}).get(TENSORBOARD) or ""),
     )
 
 

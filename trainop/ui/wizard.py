@@ -1,5 +1,10 @@
 """The creation wizard's form: which fields it has, the job they make, and at which field a message goes.
 
+A form can start from one of the packaged examples (`trainop.examples`): its fields are filled from the
+example's job, and the job the form makes is the example's with the form's values written over it, so
+what the form has no field for (env, volumes, mounts) is kept; the ConfigMap holding the example's
+scripts goes with the job (`Form.companions`).
+
 A message of the admission code or of the apiserver names a field path
 (`spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image`); `field_of` turns it into the
 form field it is about (`Worker.image`), so the message shows where the user typed the value.
@@ -7,11 +12,16 @@ form field it is about (`Worker.image`), so the message shows where the user typ
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+import yaml
+
+from trainop import examples
 from trainop.frameworks import KINDS, kind_info
 from trainop.install.schema import schema_errors
 from trainop.ui.runs import check
@@ -21,6 +31,7 @@ Json = dict[str, Any]
 RUN_POLICY = ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
 CLEAN_POLICIES = ("", "None", "Running", "All")
 RESOURCES = (("cpu", "cpu"), ("memory", "memory"), ("gpu", "nvidia.com/gpu"))
+LIMIT_KEYS = frozenset(key for _, key in RESOURCES)
 FORM = "form"  # where a message that names no form field goes
 # The kind the wizard starts with: the first in the kind picker.
 DEFAULT_KIND = sorted(KINDS)[0]
@@ -28,11 +39,36 @@ _REPLICA = re.compile(r"^spec\.\w+\[(\w+)\]\.?(.*)$")
 
 
 @dataclass(frozen=True)
+class Example:
+    name: str
+    kind: str
+    description: str
+    job: Json
+    companions: tuple[Json, ...]  # the other documents: the ConfigMap with the scripts
+
+
+@cache
+def _example(name: str) -> Example:
+    found = examples.example(name)
+    documents = [d for d in yaml.safe_load_all(found.document) if isinstance(d, dict)]
+    job = next(d for d in documents if d.get("kind") == found.kind)
+    others = tuple(d for d in documents if d is not job)
+    return Example(found.name, found.kind, found.description, job, others)
+
+
+def examples_of(kind: str) -> list[Example]:
+    """The packaged examples of `kind`, for the wizard to offer."""
+    return [e for e in map(_example, examples.names()) if e.kind == kind]
+
+
+@dataclass(frozen=True)
 class Form:
     values: dict[str, str]
 
     @classmethod
-    def initial(cls, kind: str = DEFAULT_KIND) -> Form:
+    def initial(cls, kind: str = DEFAULT_KIND, example: str = "") -> Form:
+        if example in examples.names():
+            return cls.of_example(example)
         info = kind_info(kind if kind in KINDS else DEFAULT_KIND)
         worker = info.worker_type
         values = {
@@ -49,17 +85,76 @@ class Form:
             values.setdefault(f"{rtype}.command", "python3 -c \"print('hello')\"")
         return cls(values)
 
+    @classmethod
+    def of_example(cls, name: str) -> Form:
+        """The form filled from the example's job: every value the form has a field for."""
+        found = _example(name)
+        job = found.job
+        info = kind_info(found.kind)
+        meta = job.get("metadata") or {}
+        values = {
+            "kind": found.kind,
+            "example": name,
+            "name": str(meta.get("name") or ""),
+            "namespace": str(meta.get("namespace") or "default"),
+        }
+        for rtype, spec in ((job.get("spec") or {}).get(info.replica_field) or {}).items():
+            values[f"{rtype}.replicas"] = str(spec.get("replicas", 1))
+            if spec.get("restartPolicy"):
+                values[f"{rtype}.restartPolicy"] = str(spec["restartPolicy"])
+            containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or [{}]
+            container = containers[0]
+            values[f"{rtype}.image"] = str(container.get("image") or "")
+            values[f"{rtype}.command"] = shlex.join(str(w) for w in container.get("command") or [])
+            limits = (container.get("resources") or {}).get("limits") or {}
+            for field, key in RESOURCES:
+                if key in limits:
+                    values[f"{rtype}.{field}"] = str(limits[key])
+        run_policy = (job.get("spec") or {}).get("runPolicy") or {}
+        for key in (*RUN_POLICY, "cleanPodPolicy"):
+            if key in run_policy:
+                values[key] = str(run_policy[key])
+        if run_policy.get("suspend"):
+            values["suspend"] = "on"
+        return cls(values)
+
     @property
     def kind(self) -> str:
         kind = self.values.get("kind", "")
         return kind if kind in KINDS else DEFAULT_KIND
 
+    @property
+    def example(self) -> Example | None:
+        """The example the form started from; only one of the form's kind (a new kind starts over)."""
+        name = self.values.get("example", "")
+        if name not in examples.names():
+            return None
+        found = _example(name)
+        return found if found.kind == self.kind else None
+
     def get(self, name: str) -> str:
         return self.values.get(name, "")
 
+    def companions(self, job: Json) -> list[Json]:
+        """What must be applied with `job`: the example's ConfigMap, in the job's namespace."""
+        found = self.example
+        if found is None:
+            return []
+        out = []
+        for doc in copy.deepcopy(list(found.companions)):
+            doc.setdefault("metadata", {})["namespace"] = job["metadata"]["namespace"]
+            out.append(doc)
+        return out
+
     def job(self) -> tuple[Json, dict[str, list[str]]]:
-        """The job the form describes, and the messages about values that are not even of the right type."""
+        """The job the form describes, and the messages about values that are not even of the right type.
+
+        Starting from an example, each replica type's spec, container and run policy are the example's
+        with the form's fields written over them (a field left empty removes that value)."""
         info = kind_info(self.kind)
+        found = self.example
+        base: Json = copy.deepcopy(found.job) if found else {}
+        base_specs = (base.get("spec") or {}).get(info.replica_field) or {}
         problems: dict[str, list[str]] = {}
         specs: Json = {}
         for rtype in info.replica_types:
@@ -67,27 +162,50 @@ class Form:
             if not raw:
                 continue
             replicas = _number(raw, f"{rtype}.replicas", problems)
-            container: Json = {"name": info.default_container, "image": self.get(f"{rtype}.image").strip()}
+            spec = base_specs.get(rtype) or {}
+            template = spec.get("template") or {}
+            pod_spec = template.get("spec") or {}
+            containers = list(pod_spec.get("containers") or [{}])
+            first = containers[0]
+            container: Json = {
+                "name": first.get("name") or info.default_container,
+                "image": self.get(f"{rtype}.image").strip(),
+            }
             command = self.get(f"{rtype}.command").strip()
             if command:
                 try:
                     container["command"] = shlex.split(command)
                 except ValueError as exc:
                     problems.setdefault(f"{rtype}.command", []).append(f"cannot split into words: {exc}")
-            limits = {
+            resources = dict(first.get("resources") or {})
+            limits = {k: v for k, v in (resources.get("limits") or {}).items() if k not in LIMIT_KEYS}
+            limits |= {
                 key: self.get(f"{rtype}.{field}").strip()
                 for field, key in RESOURCES
                 if self.get(f"{rtype}.{field}").strip()
             }
+            resources.pop("limits", None)
             if limits:
-                container["resources"] = {"limits": limits}
-            spec: Json = {"replicas": replicas if replicas is not None else raw}
+                resources = {"limits": limits, **resources}
+            if resources:
+                container["resources"] = resources
+            # The rest of the example's container; a command or limits the form emptied stay removed.
+            container |= {k: v for k, v in first.items() if k not in (*container, "command", "resources")}
+            out: Json = {"replicas": replicas if replicas is not None else raw}
             policy = self.get(f"{rtype}.restartPolicy")
             if policy:
-                spec["restartPolicy"] = policy
-            spec["template"] = {"spec": {"containers": [container]}}
-            specs[rtype] = spec
-        run_policy: Json = {}
+                out["restartPolicy"] = policy
+            out |= {k: v for k, v in spec.items() if k not in ("replicas", "restartPolicy", "template")}
+            out["template"] = {
+                **template,
+                "spec": {**pod_spec, "containers": [container, *containers[1:]]},
+            }
+            specs[rtype] = out
+        run_policy: Json = {
+            k: v
+            for k, v in ((base.get("spec") or {}).get("runPolicy") or {}).items()
+            if k not in (*RUN_POLICY, "cleanPodPolicy", "suspend")
+        }
         for key in RUN_POLICY:
             raw = self.get(key).strip()
             if raw:
@@ -98,15 +216,20 @@ class Form:
         if self.get("suspend") == "on":
             run_policy["suspend"] = True
         spec_out: Json = {info.replica_field: specs}
+        spec_out |= {
+            k: v for k, v in (base.get("spec") or {}).items() if k not in (info.replica_field, "runPolicy")
+        }
         if run_policy:
             spec_out["runPolicy"] = run_policy
+        metadata: Json = {
+            "name": self.get("name").strip(),
+            "namespace": self.get("namespace").strip() or "default",
+        }
+        metadata |= {k: v for k, v in (base.get("metadata") or {}).items() if k not in metadata}
         job: Json = {
             "apiVersion": "kubeflow.org/v1",
             "kind": info.kind,
-            "metadata": {
-                "name": self.get("name").strip(),
-                "namespace": self.get("namespace").strip() or "default",
-            },
+            "metadata": metadata,
             "spec": spec_out,
         }
         if not specs:
