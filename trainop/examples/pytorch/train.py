@@ -72,7 +72,10 @@ def main() -> int:
         rank, world, f"{socket.gethostname()} pid {os.getpid()}, shard of {len(xs)} of {len(x_train)} samples"
     )
     if where.type == "cuda":
-        log(rank, world, f"backend {backend} on {where} ({torch.cuda.get_device_name(where)})")
+        # The machine's GPU behind cuda:0 is in CUDA_VISIBLE_DEVICES (hack/gpu-check.sh checks they differ).
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
+        name = torch.cuda.get_device_name(where)
+        log(rank, world, f"backend {backend} on {where} ({name}), CUDA_VISIBLE_DEVICES={visible}")
         xs, ys = xs.to(where), ys.to(where)
 
     torch.manual_seed(SEED)
