@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.builders import container, job, replica
-from trainop.local.manifest import ManifestError, as_created, load, parse
+from trainop.local.manifest import NO_DRA, ManifestError, as_created, load, parse
 
 Json = dict[str, Any]
 
@@ -94,6 +94,27 @@ def test_a_secret_is_refused_and_told_where_credentials_go() -> None:
     message = rejected(stream(secret, job("PyTorchJob", Master=1)))
     assert "document 1: kind Secret is not accepted" in message
     assert "environment" in message
+
+
+def test_a_pod_with_resource_claims_is_refused_as_nothing_here_allocates_them() -> None:
+    claiming = job("PyTorchJob", Master=1, Worker=2)
+    worker = claiming["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    worker["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    assert rejected(stream(claiming)) == (
+        f"job.yaml: spec.pytorchReplicaSpecs.Worker.template.spec.resourceClaims: {NO_DRA}"
+    )
+
+
+def test_a_dra_object_is_refused_naming_its_document_and_why() -> None:
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "g"},
+    }
+    assert rejected(stream(template, job("PyTorchJob", Master=1))) == (
+        f"job.yaml: document 1: kind ResourceClaimTemplate (resource.k8s.io/v1) is not accepted: {NO_DRA}"
+    )
 
 
 def test_a_mounted_config_map_missing_from_the_file_names_the_volume() -> None:

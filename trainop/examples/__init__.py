@@ -5,6 +5,11 @@ description) and the scripts it runs. An example's document is what `trainop exa
 `trainop run example:NAME` runs: the job's header comment, then one ConfigMap holding every script of the
 folder, then the job, which mounts that ConfigMap. The script travels with the job, so one generic image
 per framework serves every example (README.md, "Examples without a clone").
+
+Two additions for examples that differ from another one only in their job: a folder whose file
+`scripts-from` names another example ships that example's scripts instead of copies of them, and a
+`job.yaml` may hold, before the job, other objects the job needs on a cluster (a ResourceClaimTemplate),
+which follow the ConfigMap in the document.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from trainop.frameworks import kind_info
 Json = dict[str, Any]
 
 JOB_FILE = "job.yaml"
+SCRIPTS_FROM = "scripts-from"
 
 
 class UnknownExampleError(LookupError):
@@ -56,22 +62,53 @@ def example(name: str) -> Example:
         raise UnknownExampleError(name)
     folder = _root().joinpath(name)
     job_text = folder.joinpath(JOB_FILE).read_text()
-    scripts = {
-        f.name: f.read_text()
-        for f in sorted(folder.iterdir(), key=lambda f: f.name)
-        if f.is_file() and f.name != JOB_FILE and not f.name.startswith(".")
-    }
     header, body = _split_header(job_text)
-    job = yaml.safe_load(body)
+    job = _the_job(name, body)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": _mounted_config_map(name, job)},
-        "data": scripts,
+        "data": _scripts(name, folder),
     }
     document = header + yaml.dump(config_map, Dumper=_LiteralDumper, sort_keys=False) + "---\n" + body
     description = header.splitlines()[0].removeprefix("#").strip() if header else ""
     return Example(name, str(job["kind"]), description, document)
+
+
+def _scripts(name: str, folder: Traversable) -> dict[str, str]:
+    """File name -> text of the scripts the example ships: its folder's own, or those of the example its
+    `scripts-from` names (never both, so what runs is never in doubt)."""
+    own = {
+        f.name: f.read_text()
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.is_file() and f.name not in (JOB_FILE, SCRIPTS_FROM) and not f.name.startswith(".")
+    }
+    source = folder.joinpath(SCRIPTS_FROM)
+    if not source.is_file():
+        return own
+    other = source.read_text().strip()
+    if own:
+        raise ValueError(
+            f"example {name}: has scripts of its own ({', '.join(own)}) and {SCRIPTS_FROM} ({other}); keep "
+            "one of them"
+        )
+    if other == name or other not in names() or _root().joinpath(other, SCRIPTS_FROM).is_file():
+        raise ValueError(
+            f"example {name}: {SCRIPTS_FROM} names {other!r}, which is not another example with scripts of "
+            f"its own; the examples are: {', '.join(names())}"
+        )
+    return _scripts(other, _root().joinpath(other))
+
+
+def _the_job(name: str, body: str) -> Json:
+    """The one kubeflow.org job of `job.yaml`, which comes last, after any object it needs."""
+    docs = [d for d in yaml.safe_load_all(body) if d is not None]
+    if not docs or str(docs[-1].get("apiVersion", "")).split("/")[0] != "kubeflow.org":
+        raise ValueError(f"example {name}: {JOB_FILE} must end with its kubeflow.org job")
+    if any(str(d.get("apiVersion", "")).startswith("kubeflow.org/") for d in docs[:-1]):
+        raise ValueError(f"example {name}: {JOB_FILE} holds more than one job; an example is one job")
+    job: Json = docs[-1]
+    return job
 
 
 def _split_header(text: str) -> tuple[str, str]:

@@ -27,6 +27,15 @@ _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 MAX_NAME = 253
 MAX_CONFIG_MAP_BYTES = 1024 * 1024
 ACCEPTED = "one kubeflow.org/v1 job and the ConfigMaps its volumes mount"
+DRA_GROUP = "resource.k8s.io"
+# Locally nothing allocates a claim: no DRA driver publishes ResourceSlices here, so a pod with claims
+# would wait for an allocation forever, where kube-scheduler would keep it Pending.
+NO_DRA = (
+    "trainop run does not allocate Dynamic Resource Allocation claims (no DRA driver or ResourceSlices "
+    "on this machine); apply the file to a cluster with a DRA driver (`kubectl apply -f`), or ask for "
+    "this machine's devices with resources.limits or a trainop.dev/accelerator annotation "
+    "(docs/accelerators.md)"
+)
 
 
 class ManifestError(Exception):
@@ -88,6 +97,10 @@ def parse(text: str, source: str = "<stdin>", base_dir: Path | None = None) -> M
         if doc["kind"] == "ConfigMap":
             config_maps.append((number, doc))
             continue
+        if str(doc.get("apiVersion", "")).split("/")[0] == DRA_GROUP:
+            raise ManifestError(
+                f"{where}: kind {doc['kind']} ({doc['apiVersion']}) is not accepted: {NO_DRA}"
+            )
         if doc["kind"] == "Secret":
             raise ManifestError(
                 f"{where}: kind Secret is not accepted: trainop run takes {ACCEPTED}; a Secret in a file "
@@ -110,6 +123,7 @@ def parse(text: str, source: str = "<stdin>", base_dir: Path | None = None) -> M
     job = jobs[0]
     maps = _config_maps(job, config_maps, source)
     _check_mounted(job, maps, source)
+    _check_no_claims(job, source)
     return Manifest(job, maps, base_dir or Path.cwd())
 
 
@@ -186,6 +200,15 @@ def _check_mounted(job: Json, config_maps: dict[str, Json], source: str) -> None
                 f"{source}: spec.{info.replica_field}.{rtype}.template.spec.volumes[{i}].configMap.name: "
                 f"Not found: {ref.get('name')!r}: add the ConfigMap to the file before the job "
                 f"(ConfigMaps in the file: {', '.join(sorted(config_maps)) or 'none'})"
+            )
+
+
+def _check_no_claims(job: Json, source: str) -> None:
+    info = kind_info(str(job["kind"]))
+    for rtype, rspec in ((job.get("spec") or {}).get(info.replica_field) or {}).items():
+        if (((rspec or {}).get("template") or {}).get("spec") or {}).get("resourceClaims"):
+            raise ManifestError(
+                f"{source}: spec.{info.replica_field}.{rtype}.template.spec.resourceClaims: {NO_DRA}"
             )
 
 

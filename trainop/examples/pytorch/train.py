@@ -1,9 +1,12 @@
-"""PyTorch DDP on gloo: a small MLP on scikit-learn's bundled digits, each rank training on its own shard.
+"""PyTorch DDP: a small MLP on scikit-learn's bundled digits, each rank training on its own shard.
 
 Kubeflow's PyTorchJob sets MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK; `init_process_group` reads
 them (env://). DDP all-reduces the gradients after every backward pass, so the ranks stay one model.
 Rank 0 writes a JSON result to $RESULT_PATH when it is set, and every rank exits 1 if the test accuracy
 misses $ACCURACY_TARGET (default 0.90).
+
+The backend follows the devices the pod was given: NCCL on the first visible CUDA device when torch sees
+one (the pod asked for a GPU: `nvidia.com/gpu`, or `amd.com/gpu` with a ROCm build), else gloo on the CPU.
 """
 
 from __future__ import annotations
@@ -40,12 +43,27 @@ def split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return x[:cut], y[:cut], x[cut:], y[cut:]
 
 
+def device() -> torch.device:
+    """The pod's device: one process per pod, so the first CUDA device it may see (LOCAL_RANK's under
+    torchrun, which starts one process per device), else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
 def main() -> int:
+    where = device()
+    backend = "nccl" if where.type == "cuda" else "gloo"
     if os.environ.get("MASTER_ADDR", "").startswith("127."):
-        # Every rank is on this machine (`trainop run`): keep gloo's peer connections on loopback too.
+        # Every rank is on this machine (`trainop run`): keep the peer connections on loopback too.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        if backend == "nccl":
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    if where.type == "cuda":
+        # NCCL (and all_gather_object over it) works on the current device: make it this rank's.
+        torch.cuda.set_device(where)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
     x_train, y_train, x_test, y_test = split()
     # Each rank sees only its shard; the gradient all-reduce is what lets the model learn from all of them.
@@ -53,16 +71,23 @@ def main() -> int:
     log(
         rank, world, f"{socket.gethostname()} pid {os.getpid()}, shard of {len(xs)} of {len(x_train)} samples"
     )
+    if where.type == "cuda":
+        # The machine's GPU behind cuda:0 is in CUDA_VISIBLE_DEVICES (hack/gpu-check.sh checks they differ).
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
+        name = torch.cuda.get_device_name(where)
+        log(rank, world, f"backend {backend} on {where} ({name}), CUDA_VISIBLE_DEVICES={visible}")
+        xs, ys = xs.to(where), ys.to(where)
 
     torch.manual_seed(SEED)
-    model = DistributedDataParallel(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)))
+    layers = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).to(where)
+    model = DistributedDataParallel(layers, device_ids=[where] if where.type == "cuda" else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(SEED + rank)
     # Equal step counts on every rank: DDP needs each backward pass matched by all ranks.
     steps = len(x_train) // world // BATCH
     for epoch in range(1, EPOCHS + 1):
-        order = torch.randperm(len(xs), generator=generator)
+        order = torch.randperm(len(xs), generator=generator).to(where)
         total = 0.0
         for step in range(steps):
             batch = order[step * BATCH : (step + 1) * BATCH]
@@ -76,8 +101,13 @@ def main() -> int:
 
     # Test accuracy over the whole test set, counted on each rank's share and summed.
     with torch.no_grad():
-        xt, yt = torch.from_numpy(x_test[rank::world]), torch.from_numpy(y_test[rank::world])
-        counts = torch.tensor([(model(xt).argmax(1) == yt).sum().item(), len(yt)], dtype=torch.float64)
+        xt, yt = (
+            torch.from_numpy(x_test[rank::world]).to(where),
+            torch.from_numpy(y_test[rank::world]).to(where),
+        )
+        counts = torch.tensor(
+            [(model(xt).argmax(1) == yt).sum().item(), len(yt)], dtype=torch.float64, device=where
+        )
     dist.all_reduce(counts)
     accuracy = float(counts[0] / counts[1])
     ranks: list[dict[str, int] | None] = [None] * world
