@@ -12,6 +12,7 @@ import pytest
 import yaml
 from trainop_stack import IMAGE, Namespace, TrainopStack, job, kwok_annotations, replica
 
+from trainop import examples
 from trainop.extensions.accelerators import builtin_profiles_text
 
 pytestmark = pytest.mark.e2e
@@ -244,3 +245,23 @@ def test_dra_claims_of_each_replica_are_allocated_by_the_real_scheduler(
     stack.kubectl("delete", "deviceclass", device_class, "--wait=false", check=False)
     for n in names:
         stack.kubectl("delete", "resourceslice", f"{n}-{DRIVER}", "--wait=false", check=False)
+
+
+PROVIDER_EXAMPLES = [n for n in examples.names() if n.startswith("pytorch-") and n != "pytorch-dra"]
+
+
+@pytest.mark.parametrize("name", PROVIDER_EXAMPLES)
+def test_each_provider_example_is_admitted_with_its_profile_written_in(
+    namespace: Namespace, name: str
+) -> None:
+    """`trainop examples show NAME | kubectl apply -f -` as far as the apiserver stores it (a server-side
+    dry run: kwok nodes of every provider are not what this test is about)."""
+    docs = list(yaml.safe_load_all(examples.example(name).document))
+    [job_doc] = [d for d in docs if d["kind"] == "PyTorchJob"]
+    done = namespace.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(job_doc))
+    stored = json.loads(done.stdout)
+    annotation = stored["metadata"]["annotations"]["trainop.dev/accelerator.Worker"]
+    profile = PROFILES[annotation.split(":")[0]]
+    worker = stored["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert profile["resource"] in worker["containers"][0]["resources"]["limits"]
+    assert worker.get("nodeSelector", {}) == profile.get("nodeSelector", {})
