@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from tests.builders import container, job, replica, with_run_policy
+from trainop import examples
 from trainop.admission.defaults import apply_defaults
 from trainop.install.schema import schema_errors
-
-EXAMPLES = sorted(Path(__file__).resolve().parents[2].glob("trainop/examples/*/job.yaml"))
 
 
 def messages(obj: dict) -> list[str]:
@@ -22,9 +18,9 @@ def test_a_valid_job_has_no_schema_errors() -> None:
     assert messages(job("PyTorchJob", Master=1, Worker=2)) == []
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.parent.name)
-def test_every_example_passes_the_schema(path: Path) -> None:
-    assert messages(yaml.safe_load(path.read_text())) == []
+@pytest.mark.parametrize("name", examples.names())
+def test_every_example_passes_the_schema(name: str) -> None:
+    assert messages(examples.example(name).job) == []
 
 
 def test_a_misspelt_container_field_is_an_unknown_field() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.builders import container, job, replica
 from trainop import examples
@@ -32,8 +31,7 @@ def config_map(*items: Json, name: str = "cfg") -> Json:
 
 @pytest.mark.parametrize("name", examples.names())
 def test_every_example_passes(name: str) -> None:
-    [job_doc] = [d for d in yaml.safe_load_all(examples.example(name).document) if d["kind"] != "ConfigMap"]
-    defaulted = apply_defaults(job_doc)
+    defaulted = apply_defaults(examples.example(name).job)
     assert template_errors(kind_info(defaulted["kind"]), defaulted) == []
 
 

@@ -43,6 +43,8 @@ class Example:
     description: str
     # The multi-document YAML: ConfigMap with the scripts, then the job.
     document: str
+    # The kubeflow.org job alone, as the document holds it.
+    job: Json
 
 
 def _root() -> Traversable:
@@ -72,7 +74,7 @@ def example(name: str) -> Example:
     }
     document = header + yaml.dump(config_map, Dumper=_LiteralDumper, sort_keys=False) + "---\n" + body
     description = header.splitlines()[0].removeprefix("#").strip() if header else ""
-    return Example(name, str(job["kind"]), description, document)
+    return Example(name, str(job["kind"]), description, document, job)
 
 
 def _scripts(name: str, folder: Traversable) -> dict[str, str]:
