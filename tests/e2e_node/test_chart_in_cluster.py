@@ -158,8 +158,14 @@ def test_default_install_runs_every_server_ready_on_the_real_node(
         for pod in pods:
             assert pod["spec"]["nodeName"] == NODE_NAME
             assert all(s["ready"] for s in pod["status"]["containerStatuses"]), pod["status"]
-            expected += [f"{pod['metadata']['name']}/{c['name']}" for c in pod["spec"]["containers"]]
-    # Real containers in containerd, one per pod: nothing of the release runs on the host.
+            # Native sidecars (the webhooks' cert-rotator) run beside the containers for the pod's life.
+            sidecars = [
+                c for c in pod["spec"].get("initContainers") or [] if c.get("restartPolicy") == "Always"
+            ]
+            expected += [
+                f"{pod['metadata']['name']}/{c['name']}" for c in [*sidecars, *pod["spec"]["containers"]]
+            ]
+    # Real containers in containerd, one per container of each pod: nothing of the release runs on the host.
     assert node.running_containers(NAMESPACE) == sorted(expected)
 
 

@@ -81,6 +81,12 @@ def chart_manifests(tmp_path_factory: pytest.TempPathFactory, webhook_pki: Path)
 
 
 @pytest.fixture(scope="session")
+def config_maps(chart_manifests: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The release's ConfigMaps by name, for the pods' configMap volumes (the accelerator profiles)."""
+    return {m["metadata"]["name"]: m.get("data") or {} for m in chart_manifests if m["kind"] == "ConfigMap"}
+
+
+@pytest.fixture(scope="session")
 def pod_specs(chart_manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     pods = deployment_pod_specs(chart_manifests)
     assert {"hooks", "webhooks"} <= set(pods), f"chart Deployments by component: {sorted(pods)}"
@@ -117,17 +123,25 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def hooks_server(image: str, pod_specs: dict[str, dict[str, Any]]) -> Iterator[Server]:
+def hooks_server(
+    image: str, pod_specs: dict[str, dict[str, Any]], config_maps: dict[str, dict[str, str]]
+) -> Iterator[Server]:
     port, metrics = free_ports(2)
     # Host network: every port on loopback, the metrics one too (its default would collide).
     env = {"TRAINOP_HOOK_BIND": f"127.0.0.1:{port}", "TRAINOP_HOOK_METRICS_BIND": f"127.0.0.1:{metrics}"}
-    with run_pod(image, pod_specs["hooks"], name=f"image-test-hooks-{port}", env=env) as container:
+    pod, name = pod_specs["hooks"], f"image-test-hooks-{port}"
+    with run_pod(image, pod, name=name, env=env, config_maps=config_maps) as container:
         container.wait_ready(port)
         yield Server(container, port)
 
 
 @pytest.fixture(scope="module")
-def webhooks_server(image: str, pod_specs: dict[str, dict[str, Any]], webhook_pki: Path) -> Iterator[Server]:
+def webhooks_server(
+    image: str,
+    pod_specs: dict[str, dict[str, Any]],
+    webhook_pki: Path,
+    config_maps: dict[str, dict[str, str]],
+) -> Iterator[Server]:
     port, metrics = free_ports(2)
     tls = {"tls.crt": webhook_pki / "tls.crt", "tls.key": webhook_pki / "tls.key"}
     env = {
@@ -135,6 +149,7 @@ def webhooks_server(image: str, pod_specs: dict[str, dict[str, Any]], webhook_pk
         "TRAINOP_WEBHOOK_METRICS_BIND": f"127.0.0.1:{metrics}",
     }
     name = f"image-test-webhooks-{port}"
-    with run_pod(image, pod_specs["webhooks"], name=name, env=env, secrets={"tls": tls}) as container:
+    pod = pod_specs["webhooks"]
+    with run_pod(image, pod, name=name, env=env, secrets={"tls": tls}, config_maps=config_maps) as container:
         container.wait_ready(port)
         yield Server(container, port)
