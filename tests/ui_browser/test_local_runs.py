@@ -8,7 +8,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from tests.local.helpers import behave, eventually
-from tests.local.runs import start
+from tests.local.runs import REPO, start
 from tests.ui_browser.conftest import Serve
 from tests.ui_browser.helpers import finished_run, job_file, live_run, python, record, state
 
@@ -226,4 +226,5 @@ def test_the_wizard_starts_from_an_example_and_its_configmap_goes_with_the_run(
     page.click("button[value=create]")
     expect(page.locator("h1")).to_contain_text("from-an-example")
     expect(page.locator("[data-part=status]")).to_contain_text("Succeeded", timeout=60_000)
-    expect(page.locator("pre.log")).to_contain_text('[worker-1] """PyTorch DDP on gloo')
+    script = (REPO / "trainop" / "examples" / "pytorch" / "train.py").read_text()
+    expect(page.locator("pre.log")).to_contain_text(f"[worker-1] {script.splitlines()[0]}")
