@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
-from tests.api.test_manifests import MANIFESTS, Loader, find, helm, kubectl, pod_spec, render
+from tests.api.test_manifests import MANIFESTS, Loader, find, kubectl, pod_spec, render
 from trainop.extensions.accelerators import PROFILES_ENV, builtin_profiles_text
 from trainop.install import manifests
 
-__all__ = ["helm", "kubectl"]  # fixtures
+__all__ = ["kubectl"]  # a fixture
 
 Json = dict[str, Any]
 SERVERS = (manifests.HOOKS_NAME, manifests.WEBHOOKS_NAME)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.api.test_manifests import CHART, MANIFESTS, helm_binary, kustomized, render
+from tests.api.test_manifests import CHART, MANIFESTS, kustomized, render
 from trainop.install import manifests
 
 Json = dict[str, Any]
@@ -19,20 +18,6 @@ POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 @pytest.fixture(scope="module")
 def installed() -> list[Json]:
     return [d for d in kustomized(MANIFESTS) if d["kind"] in POLICY_KINDS]
-
-
-@pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """helm and the chart without its dependency, as tests/api/test_manifests.py renders it."""
-    binary = helm_binary()
-    if binary is None:
-        pytest.fail("helm not found: run hack/build-control-plane.sh (it builds helm) or set TRAINOP_HELM")
-    copy = tmp_path_factory.mktemp("chart") / "trainop"
-    shutil.copytree(CHART, copy)
-    chart = yaml.safe_load((copy / "Chart.yaml").read_text())
-    del chart["dependencies"]
-    (copy / "Chart.yaml").write_text(yaml.safe_dump(chart))
-    return binary, copy
 
 
 def policies(docs: list[Json]) -> dict[str, Json]:

@@ -13,7 +13,6 @@ from tests.api.test_manifests import (
     CHART,
     applied,
     find,
-    helm,
     helm_template,
     installed,
     one,
@@ -23,7 +22,7 @@ from tests.api.test_manifests import (
 from trainop.install import manifests
 
 Json = dict[str, Any]
-__all__ = ["applied", "helm", "installed"]  # fixtures
+__all__ = ["applied", "installed"]  # fixtures
 KUBEFLOW_COUNTERS = [
     f"training_operator_jobs_{what}_total"
     for what in ("created", "deleted", "successful", "failed", "restarted")

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_manifests import Json, find, helm, helm_template, one, pod_spec, render
+from tests.api.test_manifests import Json, find, helm_template, one, pod_spec, render
 
-__all__ = ["helm"]  # fixture
 SERVERS = ("trainop-hooks", "trainop-webhooks")
 
 

@@ -8,7 +8,6 @@ import yaml
 
 from tests.api.test_manifests import (
     MANIFESTS,
-    helm,
     helm_template,
     load_all,
     one,
@@ -20,8 +19,6 @@ from trainop.frameworks import KINDS
 
 # The release and chart are both "trainop" (helm_template), so the UI's objects are "trainop-ui".
 UI = "trainop-ui"
-# The fixture is imported for the tests below to ask for; it puts them in the e2e tier (it needs helm).
-__all__ = ["helm"]
 
 
 def test_the_ui_is_not_installed_by_default(helm: tuple[str, Path]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.test_manifests import find, helm, render  # noqa: F401 (the helm fixture)
+from tests.api.test_manifests import find, render
 from trainop.install import manifests
 
 Json = dict[str, Any]
@@ -21,7 +21,7 @@ def server_env(rendered: list[Json], name: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("server", [manifests.HOOKS_NAME, manifests.WEBHOOKS_NAME])
 def test_placement_defaults_and_tensorboard_settings_reach_both_servers(
-    helm: tuple[str, Path],  # noqa: F811
+    helm: tuple[str, Path],
     server: str,
 ) -> None:
     rendered = render(
@@ -36,5 +36,5 @@ def test_placement_defaults_and_tensorboard_settings_reach_both_servers(
     assert env["TRAINOP_TENSORBOARD_IMAGE"] == "trainop-tensorboard:0.1.0"
 
 
-def test_by_default_no_placement_default_is_set(helm: tuple[str, Path]) -> None:  # noqa: F811
+def test_by_default_no_placement_default_is_set(helm: tuple[str, Path]) -> None:
     assert server_env(render(helm), manifests.HOOKS_NAME)["TRAINOP_PLACEMENT_DEFAULTS"] == ""

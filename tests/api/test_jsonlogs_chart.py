@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_manifests import helm, render  # noqa: F401 - helm is a fixture
+from tests.api.test_manifests import render
 from trainop.extensions.jsonlogs.extension import DEFAULT_ENV
 
 
-def server_defaults(helm: tuple[str, Path], *settings: str) -> dict[str, str]:  # noqa: F811
+def server_defaults(helm: tuple[str, Path], *settings: str) -> dict[str, str]:
     """{Deployment name: its TRAINOP_DEFAULT_LOG_FORMAT}."""
     out = {}
     for doc in render(helm, *settings):
@@ -21,12 +21,12 @@ def server_defaults(helm: tuple[str, Path], *settings: str) -> dict[str, str]:  
     return out
 
 
-def test_the_default_is_text(helm: tuple[str, Path]) -> None:  # noqa: F811
+def test_the_default_is_text(helm: tuple[str, Path]) -> None:
     assert server_defaults(helm) == {"trainop-hooks": "text", "trainop-webhooks": "text"}
 
 
 @pytest.mark.parametrize("value", ["json", "text"])
-def test_the_value_reaches_the_hooks_and_the_webhooks(helm: tuple[str, Path], value: str) -> None:  # noqa: F811
+def test_the_value_reaches_the_hooks_and_the_webhooks(helm: tuple[str, Path], value: str) -> None:
     assert server_defaults(helm, f"logging.trainingProcesses.format={value}") == {
         "trainop-hooks": value,
         "trainop-webhooks": value,
