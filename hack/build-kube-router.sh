@@ -26,19 +26,13 @@ mkdir -p "$BIN"
 
 # shellcheck source=hack/lib/pieces.sh
 . "$HACK/lib/pieces.sh"
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 take_lock "$CACHE/.kube-router-build.lock"
 
 # ---------------------------------------------------------------------------------------------
 install_debs() {
-  local missing=() p
-  for p in $DEBS; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if [ "${#missing[@]}" -eq 0 ]; then log "Debian packages present: $DEBS"; return 0; fi
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # shellcheck disable=SC2086 # DEBS is a list of package names
+  install_missing_debs $DEBS || return
   ipset --version
 }
 

@@ -45,7 +45,6 @@ mkdir -p "$BIN" "$SRC" "$LAYOUT"
 
 # shellcheck source=hack/lib/pieces.sh
 . "$(dirname "$0")/lib/pieces.sh"
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # Its own lock, not the control plane build's: the e2e suite runs that script before every session and
 # must not wait through a ten-minute node build.
@@ -56,13 +55,8 @@ in_layout() { "$PYTHON" "$HACK/lib/oci_layout.py" has --layout "$LAYOUT" "$1"; }
 
 # ---------------------------------------------------------------------------------------------
 install_debs() {
-  local missing=() p
-  for p in $DEBS; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if [ "${#missing[@]}" -eq 0 ]; then log "Debian packages present: $DEBS"; return 0; fi
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # shellcheck disable=SC2086 # DEBS is a list of package names
+  install_missing_debs $DEBS || return
   # The package enables a system containerd under systemd; there is no systemd here, and the tests
   # run their own containerd with their own config and state anyway.
   containerd --version && runc --version && iptables --version

@@ -12,6 +12,19 @@
 # The functions below are used by the sourcing scripts.
 # shellcheck disable=SC2034
 
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Installs those of the Debian packages named that are not installed yet; says so when none is missing.
+install_missing_debs() { # package...
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then log "Debian packages present: $*"; return 0; fi
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&"${LOG_FD:-1}"; }
 
 # take_lock FILE: one run at a time per lock file (a developer and a test may call a script concurrently).
