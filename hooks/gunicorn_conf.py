@@ -13,8 +13,9 @@ TRAINOP_HOOK_METRICS_MAX_CONNECTIONS are in docs/limits-connections.md).
 
 import os
 
+from trainop.envvalues import positive_int_env
 from trainop.metrics import GunicornHooks, MetricsLimits
-from trainop.serving import Deadlines, deadline_worker, positive_int_env
+from trainop.serving import Deadlines, deadline_worker
 
 bind = os.environ.get("TRAINOP_HOOK_BIND", "0.0.0.0:8080")
 # gthread, except that a connection gets a thread only once its request has arrived.

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from trainop.envvalues import positive_int_env
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # Set while this process created the directory itself, so only that one is removed at exit.
 _CREATED: list[Path] = []
@@ -85,7 +87,7 @@ class MetricsLimits:
         """`<prefix>_METRICS_TIMEOUT` (seconds) and `<prefix>_METRICS_MAX_CONNECTIONS`."""
         env = os.environ if environ is None else environ
         default = cls()
-        timeout_name, cap_name = f"{prefix}_METRICS_TIMEOUT", f"{prefix}_METRICS_MAX_CONNECTIONS"
+        timeout_name = f"{prefix}_METRICS_TIMEOUT"
         timeout = default.timeout_seconds
         if raw := env.get(timeout_name, ""):
             try:
@@ -94,11 +96,7 @@ class MetricsLimits:
                 timeout = -1.0
             if not 0 < timeout <= 3600:
                 raise ValueError(f"{timeout_name} must be seconds above 0 and at most 3600, got {raw!r}")
-        cap = default.max_connections
-        if raw := env.get(cap_name, ""):
-            if not raw.isdigit() or int(raw) < 1:
-                raise ValueError(f"{cap_name} must be a positive integer, got {raw!r}")
-            cap = int(raw)
+        cap = positive_int_env(f"{prefix}_METRICS_MAX_CONNECTIONS", default.max_connections, env)
         return cls(timeout_seconds=timeout, max_connections=cap)
 
 

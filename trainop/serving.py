@@ -49,6 +49,8 @@ from gunicorn import sock as gsock
 from gunicorn.http.body import ChunkedReader, LengthReader  # type: ignore[import-untyped]
 from gunicorn.workers.gthread import TConn, ThreadWorker  # type: ignore[import-untyped]
 
+from trainop.envvalues import seconds_env
+
 # How often the event loop wakes to enforce the deadlines at the latest: the slack on every deadline.
 TICK_SECONDS = 0.25
 _HEAD_END = b"\r\n\r\n"
@@ -78,34 +80,12 @@ class Deadlines:
         env = os.environ if environ is None else environ
         default = cls()
 
-        def seconds(suffix: str, fallback: float) -> float:
-            name = f"{prefix}_{suffix}"
-            raw = env.get(name, "")
-            if not raw:
-                return fallback
-            try:
-                value = float(raw)
-            except ValueError:
-                value = -1.0
-            if not 0 < value <= 3600:
-                raise ValueError(f"{name} must be a number of seconds above 0 and at most 3600, got {raw!r}")
-            return value
-
         return cls(
-            handshake_seconds=seconds("HANDSHAKE_TIMEOUT", default.handshake_seconds),
-            header_seconds=seconds("HEADER_TIMEOUT", default.header_seconds),
-            body_seconds=seconds("BODY_TIMEOUT", default.body_seconds),
-            response_seconds=seconds("RESPONSE_TIMEOUT", default.response_seconds),
+            handshake_seconds=seconds_env(f"{prefix}_HANDSHAKE_TIMEOUT", default.handshake_seconds, env),
+            header_seconds=seconds_env(f"{prefix}_HEADER_TIMEOUT", default.header_seconds, env),
+            body_seconds=seconds_env(f"{prefix}_BODY_TIMEOUT", default.body_seconds, env),
+            response_seconds=seconds_env(f"{prefix}_RESPONSE_TIMEOUT", default.response_seconds, env),
         )
-
-
-def positive_int_env(name: str, default: int, environ: dict[str, str] | None = None) -> int:
-    raw = (os.environ if environ is None else environ).get(name, "")
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
-    return int(raw)
 
 
 def deadline_worker(deadlines: Deadlines) -> type[DeadlineWorker]:
