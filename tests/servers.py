@@ -109,12 +109,17 @@ def serve(which: str, tmp_path: Path, workers: int = 2, **env: str) -> Iterator[
         server.wait_booted(workers)
         yield server
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """TERM, as the kubelet stops a pod; KILL if gunicorn has not exited 30 s later."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def worker_pids(server: Server) -> list[int]:
@@ -186,12 +191,7 @@ def serve_webhooks_tls(tmp_path: Path, workers: int = 2, **env: str) -> Iterator
         server.wait_booted(workers)
         yield server, cert
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 @contextlib.contextmanager
