@@ -92,6 +92,8 @@ for ex in "${frameworks[@]}"; do
     log "$ref cached (inputs $hash)"
     continue
   fi
+  # The torch image is 6 GB: pip's downloads, the committed layers and the pushed copy all need room.
+  require_free_gib 16 "$IMAGE_CACHE" "${TMPDIR:-/var/tmp}" "$LAYOUT" || { FAILED=1; continue; }
   log "building $ref (log: $LOGS/image-$ex.log)"
   logged "image-$ex" build_framework "$ex" "$hash" "$ref"
   if [ "$RC" -eq 0 ]; then

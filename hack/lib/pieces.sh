@@ -28,6 +28,21 @@ install_missing_debs() { # package...
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&"${LOG_FD:-1}"; }
 
 # take_lock FILE: one run at a time per lock file (a developer and a test may call a script concurrently).
+# Fails with a message naming the folder when its filesystem has less than GIB GiB free: a build that
+# runs out of space midway fails far from the cause ("no space left on device" in a commit step).
+require_free_gib() { # GiB folder...
+  local want="$1" dir free
+  shift
+  for dir in "$@"; do
+    mkdir -p "$dir"
+    free=$(( $(df -Pk "$dir" | awk 'NR == 2 { print $4 }') / 1048576 ))
+    if [ "$free" -lt "$want" ]; then
+      echo "only ${free} GiB free on the filesystem of $dir; this step needs ${want} GiB: free some space" \
+        "(or point TRAINOP_E2E_CACHE / TRAINOP_IMAGE_CACHE / TMPDIR at a larger disk) and run it again" >&2
+      return 1
+    fi
+  done
+}
 take_lock() {
   exec 9>"$1"
   if ! flock -n 9; then
