@@ -405,6 +405,11 @@ def without_labels(doc: Json) -> Json:
     return {k: v for k, v in doc.items() if k != "metadata"}
 
 
+def without_selector(constraint: Json) -> Json:
+    """The chart's selectors also name the release (app.kubernetes.io/instance); the manifests have none."""
+    return {k: v for k, v in constraint.items() if k != "labelSelector"}
+
+
 def without_accelerators(spec: Json) -> Json:
     """A server's pod without the accelerator profiles, which the chart always mounts and the manifests
     only with their component (tests/api/test_accelerator_profiles_install.py checks both)."""
@@ -450,6 +455,10 @@ def test_chart_renders_what_the_manifests_install(helm: tuple[str, Path], instal
         }.items()
         for key in ("automountServiceAccountToken", "securityContext", "volumes", "serviceAccountName"):
             assert chart_pod[key] == mine_pod[key], (name, key)
+        assert mine_pod["priorityClassName"] == chart_pod["priorityClassName"]
+        assert [without_selector(c) for c in mine_pod["topologySpreadConstraints"]] == [
+            without_selector(c) for c in chart_pod["topologySpreadConstraints"]
+        ]
         for a, b in zip(mine_pod.get("initContainers", []), chart_pod.get("initContainers", []), strict=True):
             for key in (
                 "name",
@@ -464,6 +473,13 @@ def test_chart_renders_what_the_manifests_install(helm: tuple[str, Path], instal
         assert (
             without_labels(one(rendered, "Service", name))["spec"]["ports"]
             == one(installed, "Service", name)["spec"]["ports"]
+        )
+        mine_budget, chart_budget = one(installed, "PodDisruptionBudget", name), one(
+            rendered, "PodDisruptionBudget", name
+        )
+        assert mine_budget["spec"]["minAvailable"] == chart_budget["spec"]["minAvailable"]
+        assert mine_budget["spec"]["selector"]["matchLabels"].items() <= (
+            chart_budget["spec"]["selector"]["matchLabels"].items()
         )
 
 
