@@ -474,8 +474,9 @@ def test_chart_renders_what_the_manifests_install(helm: tuple[str, Path], instal
             without_labels(one(rendered, "Service", name))["spec"]["ports"]
             == one(installed, "Service", name)["spec"]["ports"]
         )
-        mine_budget, chart_budget = one(installed, "PodDisruptionBudget", name), one(
-            rendered, "PodDisruptionBudget", name
+        mine_budget, chart_budget = (
+            one(installed, "PodDisruptionBudget", name),
+            one(rendered, "PodDisruptionBudget", name),
         )
         assert mine_budget["spec"]["minAvailable"] == chart_budget["spec"]["minAvailable"]
         assert mine_budget["spec"]["selector"]["matchLabels"].items() <= (
