@@ -215,6 +215,7 @@ class NodeControlPlane(ControlPlane):
             self.start_scheduler()
             self.start_registry()
             self.start_containerd()
+            self.prune_stale_images()
             self.start_coredns()
             self.start_kubelet()
             self.start_kube_proxy()
@@ -561,6 +562,24 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 interval=0.5,
                 watch=[],
             )
+
+    def prune_stale_images(self) -> None:
+        """Remove from containerd's persistent store every image the layout no longer serves.
+
+        Image content survives between runs so that an unchanged image is not pulled again; without this,
+        each rebuild of an image (the torch one is 6 GB unpacked) would stay on disk for good.
+        """
+        index_file = self.layout / "index.json"
+        index = json.loads(index_file.read_text()) if index_file.exists() else {}
+        served = {m["digest"] for m in index.get("manifests", [])}
+        stale = []
+        for line in self.ctr("images", "ls").stdout.splitlines()[1:]:
+            ref, _type, digest, *_ = line.split()
+            if digest not in served:
+                stale.append(ref)
+        if stale:
+            self.ctr("images", "rm", "--sync", *stale, timeout=600.0)
+        self.timings["stale_images_removed"] = len(stale)
 
     def remove_runtime_objects(self) -> None:
         """Kill and delete every task and container in containerd's k8s.io namespace."""
