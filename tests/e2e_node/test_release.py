@@ -137,8 +137,12 @@ def test_the_installed_wheel_trains_the_pytorch_example_here(
 ) -> None:
     res = in_venv(venv, "trainop", "run", "example:pytorch", "--timeout", "600", timeout=660)
     assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    name = example("pytorch").job["metadata"]["name"]
+    output = (res.stdout + res.stderr).splitlines()
+    (verdict,) = [line for line in output if line.startswith(f"PyTorchJob {name}: ")]
+    assert "job Succeeded" in verdict, verdict
     with capsys.disabled():
-        print(f"\n[release wheel] trainop run example:pytorch: {res.stdout.strip().splitlines()[-1]}")
+        print(f"\n[release wheel] trainop run example:pytorch: {verdict}")
 
 
 # --------------------------------------------------------------------------------------------- node
