@@ -191,8 +191,8 @@ def page(dist: Path, base_url: str) -> str:
         out.append(f"<h3>Files</h3><p>Verify with <code>sha256sum -c SHA256SUMS</code>.</p><ul>{links}</ul>")
         notes = folder / "RELEASE-NOTES.md"
         if notes.is_file():
-            out.append(f"<details><summary>Release notes</summary><pre>{html.escape(notes.read_text())}</pre>")
-            out.append("</details>")
+            text = html.escape(notes.read_text())
+            out.append(f"<details><summary>Release notes</summary><pre>{text}</pre></details>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
