@@ -14,6 +14,8 @@
 #                 commit); a bug it finds becomes an explicit example, tests/fuzzing.py says how
 #   tiers         every tier, then fuzz; `make -k tiers` runs every stage even after one failed
 #   all           check, then tiers
+#   release       hack/release.sh of pyproject's version into dist/ (VERSION=x.y.z for another;
+#                 docs/release.md); the node tier's tests/e2e_node/test_release.py runs it too
 #
 # Any pytest exit but 0 fails its stage, 5 (nothing collected: a marker or path that selects no test) too.
 
@@ -39,7 +41,7 @@ SHELL := /bin/bash
 # Stages run in the order given even under -j: check first, and tiers that each start servers do not
 # compete for the same two cores.
 .NOTPARALLEL:
-.PHONY: all tiers check unit e2e differential node image browser fuzz explore
+.PHONY: all tiers check unit e2e differential node image browser fuzz explore release
 
 all: check tiers
 tiers: unit e2e differential node image browser fuzz
@@ -93,3 +95,6 @@ explore:
 	wait $$hooks || status=$$?
 	wait $$webhooks || status=$$?
 	exit $$status
+
+release:
+	bash hack/release.sh $(or $(VERSION),$$($(PYTHON) hack/lib/versions.py current))

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
+from trainop import __version__
+
 # name -> (module, help); modules define `add_arguments(parser)` and `run(args) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("trainop.ui.run", "run a job on this machine, each pod as a local process"),
@@ -20,6 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="trainop", description="Kubeflow v1 training jobs, on a cluster or here."
     )
+    parser.add_argument("--version", action="version", version=f"trainop {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     runners: dict[str, Callable[[argparse.Namespace], int]] = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():

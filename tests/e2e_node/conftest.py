@@ -7,9 +7,9 @@
 * ``training_images`` (session): the examples' images, hack/build-training-images.sh.
 * ``ns`` (function): a fresh ``node-<random>`` namespace, deleted afterwards without waiting.
 
-test_chart_in_cluster.py and test_networkpolicy.py start a node of their own (the chart installed
-in-cluster, nothing on the host); there is one node per machine, so their tests are ordered before every
-other test of this tier.
+test_chart_in_cluster.py, test_networkpolicy.py and test_release.py start a node of their own (the chart
+or the release installed in-cluster, nothing on the host); there is one node per machine, so their tests
+are ordered before every other test of this tier.
 
 Every test here is in the ``node`` tier (tests/conftest.py marks it); failed tests get the component
 logs' tails in their report.
@@ -32,7 +32,7 @@ from tests.e2e_node.realnode import RealNodeStack
 
 _STACK: RealNodeStack | None = None
 # Modules that start a node of their own: they run before the session node of the other modules starts.
-OWN_NODE_MODULES = ("test_chart_in_cluster.py", "test_networkpolicy.py")
+OWN_NODE_MODULES = ("test_chart_in_cluster.py", "test_networkpolicy.py", "test_release.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

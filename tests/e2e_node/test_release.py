@@ -1,0 +1,278 @@
+"""A release installs from its own files alone: `hack/release.sh`, then everything from dist/ over HTTP.
+
+`hack/release.sh <the current version> --dist <tmp>` cuts the release this work tree would ship, and a
+loopback HTTP server serves that folder, as a user's web server would. Then, with no file of this
+repository:
+
+* the wheel, `pip install`ed into a new venv outside the repository (the machine's PyTorch through
+  ``--system-site-packages``), lists the examples and trains `example:pytorch` locally;
+* on a node of its own (like test_chart_in_cluster.py), with the release's OCI archives loaded into the
+  registry layout containerd pulls from: `helm repo add` of the server + `helm install` with default
+  values runs the TensorFlow example from the release's examples/ to Succeeded; after `helm uninstall`,
+  `kubectl apply --server-side -f` of the release's CRDs and install manifest, as the README says, runs
+  it again, every pod on images pinned by the digests of the archives.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from controlplane import ControlPlaneError, default_bin_dir
+from trainop_stack import Namespace
+
+from tests.e2e_node.builds import prepare, running
+from tests.e2e_node.realnode import NodeControlPlane
+from trainop.examples import example
+
+REPO = Path(__file__).resolve().parents[2]
+RELEASE_SCRIPT = REPO / "hack" / "release.sh"
+OCI_ARCHIVE_TOOL = REPO / "hack" / "lib" / "oci_archive.py"
+sys.path.insert(0, str(REPO / "hack" / "lib"))
+import versions  # noqa: E402
+
+EXAMPLE = "tensorflow"  # a light one: its pods only meet through TF_CONFIG
+RELEASE, NAMESPACE = "trainop", "trainop-system"
+
+
+@dataclass(frozen=True)
+class Served:
+    dist: Path
+    version: str
+    url: str  # where dist/ is served, ending in /
+
+    @property
+    def folder(self) -> Path:
+        return self.dist / self.version
+
+    def at(self, name: str) -> str:
+        return f"{self.url}{self.version}/{name}"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    dist = tmp_path_factory.mktemp("dist")
+    version = versions.current()
+    res = subprocess.run(["bash", str(RELEASE_SCRIPT), version, "--dist", str(dist)],
+                         capture_output=True, text=True, cwd=REPO, timeout=1800)  # fmt: skip
+    if res.returncode != 0:
+        pytest.fail(
+            f"hack/release.sh {version} exited {res.returncode}:\n{res.stderr[-6000:]}", pytrace=False
+        )
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(dist))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="dist", daemon=True)
+    thread.start()
+    try:
+        yield Served(dist, version, f"http://127.0.0.1:{server.server_address[1]}/")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# --------------------------------------------------------------------------------------------- pip
+
+
+@pytest.fixture(scope="module")
+def venv(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new venv outside the repository with the release's wheel, installed from the server."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root / "venv")], check=True)
+    # --force-reinstall --no-deps: the machine's Python may hold a trainop of the same version (an
+    # editable install), which pip would otherwise take as already satisfied; the dependencies are the
+    # machine's (no index is asked).
+    wheel = served.at(f"trainop-{served.version}-py3-none-any.whl")
+    subprocess.run(
+        [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--no-index", "--force-reinstall",
+         "--no-deps", "-q", wheel],
+        check=True, cwd=root, env=outside_env(),
+    )  # fmt: skip
+    return root / "venv"
+
+
+def outside_env() -> dict[str, str]:
+    """The environment of a user with no clone: nothing points into this repository."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH", "VIRTUAL_ENV")}
+
+
+def in_venv(venv: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(venv / "bin" / argv[0]), *argv[1:]], capture_output=True, text=True,
+                          cwd=venv.parent, env=outside_env(), timeout=timeout)  # fmt: skip
+
+
+def test_the_wheel_from_the_release_is_the_trainop_the_new_venv_imports(venv: Path, served: Served) -> None:
+    res = in_venv(
+        venv,
+        "python",
+        "-c",
+        "import json, trainop; print(json.dumps([trainop.__file__, trainop.__version__]))",
+    )
+    path, version = json.loads(res.stdout)
+    assert Path(path).is_relative_to(venv / "lib"), path
+    assert version == served.version
+    assert in_venv(venv, "trainop", "--version").stdout.strip() == f"trainop {served.version}"
+
+
+def test_the_installed_wheel_lists_the_examples_with_no_clone(venv: Path) -> None:
+    res = in_venv(venv, "trainop", "examples")
+    assert res.returncode == 0, res.stderr
+    listed = {line.split()[0] for line in res.stdout.splitlines()[1:]}
+    assert {"pytorch", "tensorflow", "xgboost"} <= listed, res.stdout
+
+
+def test_the_installed_wheel_trains_the_pytorch_example_here(
+    venv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = in_venv(venv, "trainop", "run", "example:pytorch", "--timeout", "600", timeout=660)
+    assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    name = example("pytorch").job["metadata"]["name"]
+    output = (res.stdout + res.stderr).splitlines()
+    (verdict,) = [line for line in output if line.startswith(f"PyTorchJob {name}: ")]
+    assert "job Succeeded" in verdict, verdict
+    with capsys.disabled():
+        print(f"\n[release wheel] trainop run example:pytorch: {verdict}")
+
+
+# --------------------------------------------------------------------------------------------- node
+
+
+@pytest.fixture(scope="module")
+def node(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeControlPlane]:
+    work = tmp_path_factory.mktemp("release_node")
+    prepare(work, training_images=True)  # the example's image
+    cluster = NodeControlPlane(default_bin_dir(), work / "cluster")
+    with running(cluster, cluster):
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def images(node: NodeControlPlane, served: Served) -> dict[str, str]:
+    """The release's archives in the layout the node pulls from: their reference -> digest."""
+    loaded = {}
+    for archive in sorted((served.folder / "images").glob("*.oci.tar")):
+        done = subprocess.run([sys.executable, str(OCI_ARCHIVE_TOOL), "load", "--layout", str(node.layout),
+                               str(archive)], capture_output=True, text=True, check=True)  # fmt: skip
+        ref, digest = done.stdout.split()
+        loaded[ref] = digest
+    # The kubelet pulls only what containerd lacks: an image of an earlier run under the same name goes.
+    node.ctr("images", "rm", *loaded, check=False)
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def helm_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("helm")
+    return {
+        "HELM_REPOSITORY_CONFIG": str(home / "repositories.yaml"),
+        "HELM_REPOSITORY_CACHE": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+
+def helm(node: NodeControlPlane, env: dict[str, str], *args: str, timeout: float = 300) -> str:
+    argv = [str(default_bin_dir() / "helm"), "--kubeconfig", str(node.kubeconfig), *args]
+    res = subprocess.run(argv, capture_output=True, text=True, env={**node.env, **env}, timeout=timeout)
+    if res.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} exited {res.returncode}:\n{res.stderr}{res.stdout}")
+    return res.stdout
+
+
+@pytest.fixture
+def ns(node: NodeControlPlane) -> Iterator[Namespace]:
+    name = f"release-{uuid.uuid4().hex[:8]}"
+    node.create_namespace(name)
+    yield Namespace(node, name)
+    node.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def run_the_example(node: NodeControlPlane, ns: Namespace, served: Served) -> dict[str, Any]:
+    """`kubectl apply -f` of the release's example over HTTP, to Succeeded; returns the job."""
+    name = example(EXAMPLE).job["metadata"]["name"]
+    ns.kubectl("apply", "-f", served.at(f"examples/{EXAMPLE}.yaml"))
+    try:
+        ns.wait_for(f"tfjobs/{name}", "Succeeded", timeout=300)
+    except AssertionError as e:
+        pods = node.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        raise AssertionError(f"{e}\n{pods}") from None
+    return ns.get(f"tfjobs/{name}")
+
+
+def pinned(images: dict[str, str]) -> set[str]:
+    """``repository@digest`` of the release's images that run as servers (TensorBoard runs per job)."""
+    return {f"{ref.rsplit(':', 1)[0]}@{d}" for ref, d in images.items() if "tensorboard" not in ref}
+
+
+def server_images(node: NodeControlPlane) -> dict[str, set[str]]:
+    """Every container image of the install's pods (trainop-system and metacontroller), by pod prefix."""
+    out: dict[str, set[str]] = {}
+    for namespace in (NAMESPACE, "metacontroller"):
+        pods = json.loads(node.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+        for pod in pods:
+            statuses = [*pod["status"].get("initContainerStatuses", []), *pod["status"]["containerStatuses"]]
+            out.setdefault(namespace, set()).update(s["imageID"] for s in statuses)
+    return out
+
+
+def test_helm_repo_add_of_the_served_dist_and_helm_install_with_default_values_run_the_example(
+    node: NodeControlPlane, served: Served, images: dict[str, str], helm_home: dict[str, str],
+    ns: Namespace, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    helm(node, helm_home, "repo", "add", "trainop", served.url)
+    found = yaml.safe_load(
+        helm(node, helm_home, "search", "repo", "trainop/trainop", "--versions", "-o", "yaml")
+    )
+    assert [(c["name"], c["version"]) for c in found] == [("trainop/trainop", served.version)]
+    try:
+        helm(node, helm_home, "install", RELEASE, "trainop/trainop", "--version", served.version,
+             "-n", NAMESPACE, "--create-namespace", "--wait", "--timeout=300s", timeout=360)  # fmt: skip
+    except AssertionError as e:
+        pods = node.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        raise AssertionError(f"{e}\n{pods}") from None
+    job = run_the_example(node, ns, served)
+    with capsys.disabled():
+        print(f"\n[release helm] {EXAMPLE} {job['status']['conditions'][-1]['type']} from {served.url}")
+    # The chart names the images by tag; what runs is what the release's archives hold.
+    assert server_images(node) == {NAMESPACE: pinned(images)}
+    node.kubectl("delete", "kubeflow", "--all", "-A", "--wait=true", timeout=180)
+    helm(node, helm_home, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=120s")
+    # A cluster as before the install: Helm keeps the CRDs of crds/, the manifest brings them again.
+    node.kubectl(
+        "delete", "-f", served.at("trainop-crds.yaml"), "--ignore-not-found", "--wait=true", timeout=180
+    )
+
+
+def test_kubectl_apply_of_the_served_manifest_runs_the_example_on_images_pinned_by_digest(
+    node: NodeControlPlane, served: Served, images: dict[str, str], ns: Namespace,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    node.kubectl("apply", "--server-side", "-f", served.at("trainop-crds.yaml"), timeout=120)
+    node.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
+    node.kubectl("apply", "--server-side", "-f", served.at("trainop.yaml"), timeout=180)
+    try:
+        node.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", NAMESPACE,
+                     "--timeout=300s", timeout=330)  # fmt: skip
+        node.kubectl(
+            "rollout", "status", "statefulset", "-n", "metacontroller", "--timeout=300s", timeout=330
+        )
+    except ControlPlaneError as e:
+        pods = node.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        raise AssertionError(f"{e}\n{pods}") from None
+    job = run_the_example(node, ns, served)
+    with capsys.disabled():
+        print(f"\n[release manifest] {EXAMPLE} {job['status']['conditions'][-1]['type']} from {served.url}")
+    trainop = {i for i in pinned(images) if "/metacontroller@" not in i}
+    assert server_images(node) == {NAMESPACE: trainop, "metacontroller": pinned(images) - trainop}

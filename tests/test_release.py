@@ -1,0 +1,271 @@
+"""The release's pieces (hack/release.sh and hack/lib/{versions,oci_archive,release_files}.py), hermetically.
+
+tests/e2e_node/test_release.py cuts a whole release and installs it; these pin down the rules the
+pieces follow: one version everywhere, refusing a malformed one, images archived byte for byte and
+pinned by digest, and a page that lists every release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LIB = REPO / "hack" / "lib"
+
+
+def _load(name: str) -> ModuleType:
+    sys.path.insert(0, str(LIB))  # oci_archive imports its sibling oci_layout
+    spec = importlib.util.spec_from_file_location(name, LIB / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+versions = _load("versions")
+oci_archive = _load("oci_archive")
+release_files = _load("release_files")
+sys.path.insert(0, str(REPO / "tests" / "e2e_node"))
+from registry import Layout  # noqa: E402  (the real-node tier's registry reads the layout)
+
+# --------------------------------------------------------------------------------------------- versions
+
+
+def test_every_file_that_names_the_version_names_the_one_in_pyproject() -> None:
+    assert versions.disagreements(versions.current()) == []
+
+
+def test_trainop_version_prints_the_version_in_pyproject() -> None:
+    res = subprocess.run([sys.executable, "-m", "trainop.cli", "--version"], capture_output=True, text=True,
+                         cwd=REPO, check=True)  # fmt: skip
+    assert res.stdout.strip() == f"trainop {versions.current()}"
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Path:
+    for rel in {p.path for p in versions.PLACES}:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_setting_a_version_writes_it_into_every_place_and_nothing_else(repo_copy: Path) -> None:
+    before = {rel: (repo_copy / rel).read_text() for rel in {p.path for p in versions.PLACES}}
+    versions.write("9.8.7", repo_copy)
+    assert versions.current(repo_copy) == "9.8.7"
+    assert versions.disagreements("9.8.7", repo_copy) == []
+    old = versions.current()
+    for rel, text in before.items():
+        # Only version strings changed: putting the old one back gives the file as it was.
+        assert (repo_copy / rel).read_text().replace("9.8.7", old) == text, rel
+
+
+def test_a_file_whose_version_moved_is_named_instead_of_skipped(repo_copy: Path) -> None:
+    chart = repo_copy / "charts" / "trainop" / "Chart.yaml"
+    chart.write_text(chart.read_text().replace("appVersion:", "app_version:"))
+    with pytest.raises(versions.VersionError, match=r"charts/trainop/Chart.yaml: the chart's appVersion"):
+        versions.write("9.8.7", repo_copy)
+    assert (
+        "charts/trainop/Chart.yaml: the chart's appVersion"
+        in versions.disagreements(versions.current(), repo_copy)[0]
+    )
+
+
+@pytest.mark.parametrize("bad", ["v0.2.0", "0.2", "01.2.3", "0.2.0-rc.1", "0.2.0 "])
+def test_release_refuses_a_malformed_version_before_it_touches_anything(bad: str) -> None:
+    res = subprocess.run(["bash", str(REPO / "hack" / "release.sh"), bad, "--dist", "/nonexistent/dist"],
+                         capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    assert res.returncode == 2
+    assert "VERSION must be MAJOR.MINOR.PATCH, e.g. 0.2.0" in res.stderr
+    assert repr(bad) in res.stderr
+    assert versions.disagreements(versions.current()) == []
+
+
+# --------------------------------------------------------------------------------------------- images
+
+
+def _tar_bytes(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def docker_archive(path: Path, *, lie_about_layer: bool = False) -> tuple[bytes, bytes]:
+    """A docker-archive as `podman save` writes it: one image, one uncompressed layer. -> (config, layer)."""
+    layer = _tar_bytes({"hello.txt": b"hello\n"})
+    diff_id = "sha256:" + hashlib.sha256(b"another layer" if lie_about_layer else layer).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Cmd": ["/hello"]},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()  # fmt: skip
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = [{"Config": config_name, "RepoTags": ["docker.io/library/x:1"], "Layers": ["abc/layer.tar"]}]
+    path.write_bytes(_tar_bytes({"manifest.json": json.dumps(manifest).encode(), config_name: config,
+                                 "abc/layer.tar": layer}))  # fmt: skip
+    return config, layer
+
+
+def archive_members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as tar:
+        out = {}
+        for m in tar.getmembers():
+            data = tar.extractfile(m)
+            assert data is not None
+            out[m.name] = data.read()
+        return out
+
+
+def test_an_image_gives_the_same_archive_byte_for_byte_every_time(tmp_path: Path) -> None:
+    docker_archive(tmp_path / "in.tar")
+    first = oci_archive.from_docker_archive(tmp_path / "in.tar", "docker.io/library/x:1", tmp_path / "a.tar")
+    second = oci_archive.from_docker_archive(tmp_path / "in.tar", "docker.io/library/x:1", tmp_path / "b.tar")
+    assert first == second
+    assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
+
+
+def test_the_archive_keeps_config_and_layers_unchanged_under_its_manifest_digest(tmp_path: Path) -> None:
+    config, layer = docker_archive(tmp_path / "in.tar")
+    digest = oci_archive.from_docker_archive(tmp_path / "in.tar", "docker.io/library/x:1", tmp_path / "x.tar")
+    files = archive_members(tmp_path / "x.tar")
+    (entry,) = json.loads(files["index.json"])["manifests"]
+    assert entry["digest"] == digest
+    assert entry["annotations"] == {"io.containerd.image.name": "docker.io/library/x:1",
+                                    "org.opencontainers.image.ref.name": "1"}  # fmt: skip
+    manifest_bytes = files[f"blobs/sha256/{digest[7:]}"]
+    assert "sha256:" + hashlib.sha256(manifest_bytes).hexdigest() == digest
+    manifest = json.loads(manifest_bytes)
+    assert files[f"blobs/sha256/{manifest['config']['digest'][7:]}"] == config
+    (layer_desc,) = manifest["layers"]
+    assert files[f"blobs/sha256/{layer_desc['digest'][7:]}"] == layer
+    assert layer_desc["mediaType"] == "application/vnd.oci.image.layer.v1.tar"
+
+
+def test_a_layer_that_is_not_the_one_its_config_names_is_refused(tmp_path: Path) -> None:
+    docker_archive(tmp_path / "in.tar", lie_about_layer=True)
+    with pytest.raises(oci_archive.ArchiveError, match="the config says"):
+        oci_archive.from_docker_archive(tmp_path / "in.tar", "docker.io/library/x:1", tmp_path / "x.tar")
+
+
+def test_an_archive_reference_without_its_registry_is_refused(tmp_path: Path) -> None:
+    docker_archive(tmp_path / "in.tar")
+    with pytest.raises(oci_archive.ArchiveError, match="HOST/REPOSITORY:TAG"):
+        oci_archive.from_docker_archive(tmp_path / "in.tar", "trainop:1", tmp_path / "x.tar")
+
+
+def test_a_loaded_archive_is_served_by_the_registry_under_its_repository_and_tag(tmp_path: Path) -> None:
+    docker_archive(tmp_path / "in.tar")
+    digest = oci_archive.from_docker_archive(tmp_path / "in.tar", "docker.io/library/x:1", tmp_path / "x.tar")
+    layout = tmp_path / "layout"
+    assert oci_archive.load(tmp_path / "x.tar", layout) == ("docker.io/library/x:1", digest)
+    served = Layout(layout)
+    assert served.tagged("library/x", "1") == (digest, "application/vnd.oci.image.manifest.v1+json")
+    assert served.blob(digest) is not None
+
+
+def test_an_image_copied_from_a_layout_keeps_its_manifest_digest(tmp_path: Path) -> None:
+    docker_archive(tmp_path / "in.tar")
+    digest = oci_archive.from_docker_archive(tmp_path / "in.tar", "docker.io/library/x:1", tmp_path / "x.tar")
+    oci_archive.load(tmp_path / "x.tar", tmp_path / "layout")
+    copied = oci_archive.from_layout(tmp_path / "layout", "library/x:1", "ghcr.io/y/x:2", tmp_path / "y.tar")
+    assert copied == digest
+    assert oci_archive.digest_of(tmp_path / "y.tar") == ("ghcr.io/y/x:2", digest)
+
+
+# --------------------------------------------------------------------------------------------- manifest
+
+DIGEST_A = "sha256:" + "a" * 64
+DIGEST_B = "sha256:" + "b" * 64
+
+
+def deployment(name: str, component: str, *images: str, init: tuple[str, ...] = ()) -> dict[str, Any]:
+    def containers(imgs: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [{"name": f"c{i}", "image": img} for i, img in enumerate(imgs)]
+
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/component": component}},
+            "spec": {"template": {"spec": {"initContainers": containers(init),
+                                           "containers": containers(images)}}}}  # fmt: skip
+
+
+def test_every_container_image_is_pinned_by_its_repository_digest() -> None:
+    docs = [deployment("trainop-webhooks", "webhooks", "trainop:0.1.0", init=("trainop:0.1.0",)),
+            deployment("mc", "", "ghcr.io/metacontroller/metacontroller:v4.17.2")]  # fmt: skip
+    pins = {"docker.io/library/trainop": DIGEST_A, "ghcr.io/metacontroller/metacontroller": DIGEST_B}
+    assert release_files.pin_images(docs, pins, None) == []
+    webhooks, mc = (d["spec"]["template"]["spec"] for d in docs)
+    assert webhooks["containers"][0]["image"] == f"docker.io/library/trainop@{DIGEST_A}"
+    assert webhooks["initContainers"][0]["image"] == f"docker.io/library/trainop@{DIGEST_A}"
+    assert mc["containers"][0]["image"] == f"ghcr.io/metacontroller/metacontroller@{DIGEST_B}"
+
+
+def test_an_image_the_release_does_not_ship_is_reported_not_left_on_its_tag() -> None:
+    docs = [deployment("side", "hooks", "trainop:0.1.0", "busybox:1.36")]
+    unpinned = release_files.pin_images(docs, {"docker.io/library/trainop": DIGEST_A}, None)
+    assert unpinned == ["Deployment/side: busybox:1.36"]
+
+
+def test_the_servers_get_the_shipped_tensorboard_image_by_digest() -> None:
+    docs = [deployment("trainop-hooks", "hooks", "trainop:0.1.0"), deployment("mc", "", "trainop:0.1.0")]
+    tensorboard = f"docker.io/library/trainop-tensorboard@{DIGEST_B}"
+    release_files.pin_images(docs, {"docker.io/library/trainop": DIGEST_A}, tensorboard)
+    hooks, mc = (d["spec"]["template"]["spec"]["containers"][0] for d in docs)
+    assert hooks["env"] == [{"name": "TRAINOP_TENSORBOARD_IMAGE", "value": tensorboard}]
+    assert "env" not in mc
+
+
+def test_namespaces_then_every_crd_come_before_the_objects_that_need_them() -> None:
+    crd = {"kind": "CustomResourceDefinition", "metadata": {"name": "tfjobs.kubeflow.org"}}
+    mc_crd = {
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "compositecontrollers.metacontroller.k8s.io"},
+    }
+    ns = {"kind": "Namespace", "metadata": {"name": "trainop-system"}}
+    cc = {"kind": "CompositeController", "metadata": {"name": "tfjobs"}}
+    docs = release_files.install_manifest([ns, crd, cc], [mc_crd])
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("Namespace", "metacontroller"), ("Namespace", "trainop-system"),
+        ("CustomResourceDefinition", "compositecontrollers.metacontroller.k8s.io"),
+        ("CustomResourceDefinition", "tfjobs.kubeflow.org"), ("CompositeController", "tfjobs"),
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------- page
+
+
+def test_the_page_lists_every_release_newest_first_with_its_install_commands(tmp_path: Path) -> None:
+    for version in ("0.9.0", "0.10.0", "not-a-release"):
+        (tmp_path / version).mkdir()
+    (tmp_path / "0.10.0" / "trainop.yaml").write_text("---\n")
+    html = release_files.page(tmp_path, "https://example.test/r")
+    assert html.index('id="v0.10.0"') < html.index('id="v0.9.0"')
+    assert "not-a-release" not in html
+    for command in (
+        "kubectl apply --server-side -f https://example.test/r/0.10.0/trainop.yaml",
+        "helm repo add trainop https://example.test/r/",
+        "helm install trainop trainop/trainop --version 0.9.0",
+        "pip install https://example.test/r/0.9.0/trainop-0.9.0-py3-none-any.whl",
+    ):
+        assert command in html
+    assert '<a href="0.10.0/trainop.yaml">trainop.yaml</a>' in html
+
+
+def test_the_page_explains_its_placeholder_address_only_when_it_has_one(tmp_path: Path) -> None:
+    (tmp_path / "0.1.0").mkdir()
+    explanation = "stands for the address this folder is served from"
+    assert explanation in release_files.page(tmp_path, release_files.PLACEHOLDER_BASE_URL)
+    assert explanation not in release_files.page(tmp_path, "https://example.test/r")
