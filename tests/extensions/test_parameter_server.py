@@ -31,16 +31,14 @@ COMMAND = ["python3", f"{MOUNT_PATH}/{PROGRAM}", "--termination-log", "/dev/term
 IMAGE = "example.com/team/tf:2.21"
 
 
-def tfjob(annotations: dict[str, str] | None = None, name: str = "j", **types: Json | int) -> Json:
+def tfjob(annotations: dict[str, str] | None = None, **types: Json | int) -> Json:
+    """A TFJob `j` (Chief, Worker and PS by default) whose containers run IMAGE."""
     counts = types or {"Chief": 1, "Worker": 1, "PS": 1}
-    out = job(
-        "TFJob",
-        name=name,
-        **{
-            t: v if isinstance(v, dict) else replica("TFJob", v, [container("tensorflow", IMAGE)])
-            for t, v in counts.items()
-        },
-    )
+    out = job("TFJob", name="j")
+    out["spec"]["tfReplicaSpecs"] = {
+        t: v if isinstance(v, dict) else replica("TFJob", v, [container("tensorflow", IMAGE)])
+        for t, v in counts.items()
+    }
     if annotations is not None:
         out["metadata"]["annotations"] = dict(annotations)
     return out

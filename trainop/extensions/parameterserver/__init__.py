@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME
-from trainop.api.kinds import ChildType
+from trainop.api.kinds import ChildType, KindInfo
 from trainop.extensions.base import (
     COMPONENT_LABEL,
     PREFIX,
@@ -36,16 +36,14 @@ from trainop.extensions.base import (
     annotation_path,
 )
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
-from trainop.frameworks.tensorflow import TFJOB
+from trainop.frameworks import KINDS
 
 Json = dict[str, Any]
 
 ANNOTATION: Final = f"{PREFIX}default-server"
+# The one server trainop ships; the kinds whose KindInfo names it may run it.
 TENSORFLOW: Final = "tensorflow"
 SERVERS: Final = (TENSORFLOW,)
-# The replica types that may run only a server: a PS always does; a Worker does in TF2
-# parameter-server training. Chief, Master and Evaluator run the user's program.
-SERVER_TYPES: Final = ("PS", "Worker")
 DEFAULT_ENV: Final = "TRAINOP_DEFAULT_PARAMETER_SERVER"
 SWITCH_VALUES: Final = ("true", "false")
 
@@ -54,6 +52,10 @@ VOLUME: Final = "trainop-tf-server"
 MOUNT_PATH: Final = "/opt/trainop/tf-server"
 CHILD_SUFFIX: Final = "tf-server"
 TERMINATION_LOG: Final = "/dev/termination-log"
+
+
+def server_kinds() -> list[KindInfo]:
+    return [info for info in KINDS.values() if info.default_server in SERVERS]
 
 
 @cache
@@ -72,7 +74,7 @@ def server_command(container: Json) -> list[str]:
 
 
 def configured_default(env: Mapping[str, str] = os.environ) -> bool:
-    """Whether the cluster gives every TFJob PS without a command the default server."""
+    """Whether the cluster gives every parameter server without a command the default server."""
     value = (env.get(DEFAULT_ENV) or "false").strip().lower()
     if value not in SWITCH_VALUES:
         raise ValueError(f"{DEFAULT_ENV}={env.get(DEFAULT_ENV)!r}: must be true or false")
@@ -87,16 +89,22 @@ def _mapping(value: Any) -> Json:
     return value if isinstance(value, dict) else {}
 
 
-def _replica_specs(job: Json) -> Json:
-    return _mapping(_mapping(job.get("spec")).get(TFJOB.replica_field))
+def _info(job: Json) -> KindInfo | None:
+    kind = job.get("kind")
+    info = KINDS.get(kind) if isinstance(kind, str) else None
+    return info if info is not None and info.default_server in SERVERS else None
+
+
+def _replica_specs(job: Json, info: KindInfo) -> Json:
+    return _mapping(_mapping(job.get("spec")).get(info.replica_field))
 
 
 def _find_type(specs: Mapping[str, Any], rtype: str) -> str | None:
-    """The job's own spelling of a replica type (TFJob accepts any case of its keys)."""
+    """The job's own spelling of a replica type (replica-map keys match in any case)."""
     return next((k for k in specs if k.lower() == rtype.lower()), None)
 
 
-def _container_index(template: Any) -> int | None:
+def _container_index(info: KindInfo, template: Any) -> int | None:
     containers = _mapping(_mapping(template).get("spec")).get("containers")
     if not isinstance(containers, list):
         return None
@@ -104,15 +112,15 @@ def _container_index(template: Any) -> int | None:
         (
             i
             for i, c in enumerate(containers)
-            if isinstance(c, dict) and c.get("name") == TFJOB.default_container
+            if isinstance(c, dict) and c.get("name") == info.default_container
         ),
         None,
     )
 
 
-def _container(replica: Any) -> Json | None:
+def _container(info: KindInfo, replica: Any) -> Json | None:
     template = _mapping(_mapping(replica).get("template"))
-    index = _container_index(template)
+    index = _container_index(info, template)
     return None if index is None else dict(template["spec"]["containers"][index])
 
 
@@ -123,11 +131,11 @@ def runs_own_code(container: Json) -> bool:
     )
 
 
-def with_server(template: Json, job_name: str) -> Json:
+def with_server(info: KindInfo, template: Json, job_name: str) -> Json:
     """The replica's template running the default server: command, the ConfigMap volume and its mount
     written in; the very same object when they already are (copy-on-write otherwise)."""
     spec = template["spec"]
-    index = _container_index(template)
+    index = _container_index(info, template)
     assert index is not None
     container = spec["containers"][index]
     volume = {"name": VOLUME, "configMap": {"name": child_name(job_name)}}
@@ -152,32 +160,38 @@ def with_server(template: Json, job_name: str) -> Json:
     return {**template, "spec": new_spec}
 
 
-def _with_cluster_default(job: Json) -> Json:
-    """`job` with the annotation for its PS when the cluster default is on and the PS container sets
-    neither command nor args; the very same object otherwise."""
-    if job.get("kind") != TFJOB.kind:
-        return job
-    specs = _replica_specs(job)
-    ps = _find_type(specs, "PS")
-    container = _container(specs.get(ps)) if ps is not None else None
+def _with_cluster_default(job: Json, info: KindInfo) -> tuple[Json, str | None]:
+    """`job` with the annotation for its parameter servers, and the key written, when their container
+    sets neither command nor args and no annotation names them; `(job, None)` otherwise."""
+    if info.parameter_server_type is None:
+        return job, None
+    specs = _replica_specs(job, info)
+    ps = _find_type(specs, info.parameter_server_type)
+    container = _container(info, specs.get(ps)) if ps is not None else None
     if container is None or container.get("command") or container.get("args"):
-        return job
+        return job, None
     meta = _mapping(job.get("metadata"))
     annotations = meta.get("annotations")
     if annotations is not None and not isinstance(annotations, dict):
-        return job
-    if any(k.lower() == key_for("PS").lower() for k in annotations or {}):
-        return job
-    return {**job, "metadata": {**meta, "annotations": {**(annotations or {}), key_for("PS"): TENSORFLOW}}}
+        return job, None
+    key = key_for(info.parameter_server_type)
+    if any(k.lower() == key.lower() for k in annotations or {}):
+        return job, None
+    added = {**(annotations or {}), key: info.default_server}
+    return {**job, "metadata": {**meta, "annotations": added}}, key
 
 
-def requested(values: Mapping[str, str], specs: Mapping[str, Any]) -> dict[str, str]:
+def requested(info: KindInfo, values: Mapping[str, str], specs: Mapping[str, Any]) -> dict[str, str]:
     """{the job's replica-type key: annotation key} for every well-formed annotation naming one."""
     out = {}
     for key, value in values.items():
         rtype = key[len(ANNOTATION) + 1 :] if key.startswith(f"{ANNOTATION}.") else ""
         found = _find_type(specs, rtype) if rtype else None
-        if value == TENSORFLOW and found is not None and TFJOB.canonical_type(found) in SERVER_TYPES:
+        if (
+            value == info.default_server
+            and found is not None
+            and info.canonical_type(found) in info.server_types
+        ):
             out[found] = key
     return out
 
@@ -190,23 +204,33 @@ def _total_replicas(specs: Mapping[str, Any]) -> int:
     return total
 
 
+def _either(values: tuple[str, ...]) -> str:
+    return " or ".join(values)
+
+
+def _doc() -> AnnotationDoc:
+    kinds = server_kinds()
+    which = "; ".join(f"{i.kind} {_either(i.server_types)}" for i in kinds)
+    switch = ", ".join(f"{i.kind} {i.parameter_server_type}" for i in kinds if i.parameter_server_type)
+    example = next((i.parameter_server_type for i in kinds if i.parameter_server_type), "<ReplicaType>")
+    return AnnotationDoc(
+        key=f"{ANNOTATION}.<ReplicaType>",
+        value=TENSORFLOW,
+        effect=f"{which} replicas (a parameter server, or a worker of TF2 parameter-server training) run "
+        "a TensorFlow server (tf.distribute) for their TF_CONFIG task in their own image, from a ConfigMap "
+        "child `<job>-tf-server`; the command, volume and mount are written into the template. Refused on a "
+        f"container with a command or args. Written for {switch} by the chart's "
+        "tensorflow.defaultParameterServer (docs/parameter-server.md)",
+        example=f"{key_for(example)}: {TENSORFLOW}",
+    )
+
+
 class DefaultServer(Extension):
     """`trainop.dev/default-server.<ReplicaType>`, in the registry."""
 
     name = "default-server"
     child_types = (ChildType("v1", "configmaps", "InPlace"),)
-    docs = (
-        AnnotationDoc(
-            key=f"{ANNOTATION}.<ReplicaType>",
-            value="tensorflow",
-            effect="TFJob PS (or Worker, for TF2 parameter-server training): the replicas run a "
-            "tf.distribute.Server for their TF_CONFIG task in their own image, from a ConfigMap child "
-            "`<job>-tf-server`; the command, volume and mount are written into the template. Refused on a "
-            "container with a command or args. Written for PS by the chart's "
-            "tensorflow.defaultParameterServer (docs/parameter-server.md)",
-            example=f"{ANNOTATION}.PS: tensorflow",
-        ),
-    )
+    docs = (_doc(),)
 
     def __init__(self, env: Mapping[str, str] = os.environ) -> None:
         self._env = env
@@ -221,88 +245,91 @@ class DefaultServer(Extension):
             return True  # so that validation reports the broken setting
 
     def default(self, job: Json, values: Mapping[str, str]) -> Json:
+        info = _info(job)
+        if info is None:
+            return job
         try:
             on = configured_default(self._env)
         except ValueError:
             on = False
-        if job.get("kind") != TFJOB.kind:
-            return job
         if on:
-            before = job
-            job = _with_cluster_default(job)
-            if job is not before:
-                values = {**values, key_for("PS"): TENSORFLOW}
-        specs = _replica_specs(job)
+            job, added = _with_cluster_default(job, info)
+            if added is not None:
+                values = {**values, added: info.default_server}
+        specs = _replica_specs(job, info)
         new_specs = dict(specs)
         name = _mapping(job.get("metadata")).get("name")
-        for rtype in requested(values, specs):
+        for rtype in requested(info, values, specs):
             replica = specs[rtype]
-            container = _container(replica)
+            container = _container(info, replica)
             if not isinstance(name, str) or container is None or runs_own_code(container):
                 continue  # for validate to report
             template = replica["template"]
-            new_template = with_server(template, name)
+            new_template = with_server(info, template, name)
             if new_template is not template:
                 new_specs[rtype] = {**replica, "template": new_template}
         if new_specs == specs:
             return job
-        return {**job, "spec": {**job["spec"], TFJOB.replica_field: new_specs}}
+        return {**job, "spec": {**job["spec"], info.replica_field: new_specs}}
 
     def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
         try:
             configured_default(self._env)
         except ValueError as e:
             result.error(DEFAULT_ENV, f"{e} (the cluster's default parameter server: ask its administrator)")
-        kind = job.get("kind")
+        info = _info(job)
         for key, value in sorted(values.items()):
             path = annotation_path(key)
             if key == ANNOTATION:
+                example = next(
+                    (i.parameter_server_type for i in server_kinds() if i.parameter_server_type), ""
+                )
                 result.error(
                     path,
-                    f"Invalid value: name the replica type in the key, e.g. {key_for('PS')}: {TENSORFLOW}",
+                    f"Invalid value: name the replica type in the key, e.g. {key_for(example)}: {TENSORFLOW}",
                 )
                 continue
             if value not in SERVERS:
                 result.error(
                     path,
                     f'Unsupported value: "{value}": supported values: "{TENSORFLOW}" (the replicas run a '
-                    "tf.distribute.Server in their own image)",
+                    "TensorFlow server in their own image)",
                 )
                 continue
-            if kind != TFJOB.kind:
+            if info is None:
+                kinds = ", ".join(i.kind for i in server_kinds())
                 result.error(
                     path,
-                    f"Invalid value: the default server is for TFJob replicas, not {kind}; remove the "
-                    "annotation",
+                    f"Invalid value: the default server is for {kinds} replicas, not {job.get('kind')}; "
+                    "remove the annotation",
                 )
                 continue
-            self._validate_replica(job, key, path, result)
+            self._validate_replica(info, job, key, path, result)
 
-    def _validate_replica(self, job: Json, key: str, path: str, result: Result) -> None:
-        specs = _replica_specs(job)
+    def _validate_replica(self, info: KindInfo, job: Json, key: str, path: str, result: Result) -> None:
+        specs = _replica_specs(job, info)
         rtype = key[len(ANNOTATION) + 1 :]
         found = _find_type(specs, rtype)
-        field = f"spec.{TFJOB.replica_field}[{found}]"
-        if TFJOB.canonical_type(rtype) not in SERVER_TYPES:
+        if info.canonical_type(rtype) not in info.server_types:
             result.error(
                 path,
                 f'Invalid value: "{rtype}" runs the user\'s program; the default server is for '
-                f"{' and '.join(SERVER_TYPES)} replicas",
+                f"{' and '.join(info.server_types)} replicas",
             )
             return
         if found is None:
             known = ", ".join(sorted(specs)) or "none"
             result.error(
                 path,
-                f'Invalid value: this TFJob has no "{rtype}" replicas (it has {known}); add them or remove '
-                "the annotation",
+                f'Invalid value: this {info.kind} has no "{rtype}" replicas (it has {known}); add them or '
+                "remove the annotation",
             )
             return
-        container = _container(specs[found])
+        container = _container(info, specs[found])
         if container is None:
-            return  # the TFJob check reports the missing tensorflow container
-        index = _container_index(specs[found]["template"])
-        container_path = f"{field}.template.spec.containers[{index}]"
+            return  # the kind's own check reports the missing container
+        index = _container_index(info, specs[found]["template"])
+        container_path = f"spec.{info.replica_field}[{found}].template.spec.containers[{index}]"
         if runs_own_code(container):
             what = "args" if container.get("args") else "command"
             result.error(
@@ -314,8 +341,8 @@ class DefaultServer(Extension):
         if _total_replicas(specs) < 2:
             result.error(
                 path,
-                "Invalid value: a TFJob of one replica gets no TF_CONFIG, so a server has no cluster to "
-                "serve; add the replicas that use it",
+                f"Invalid value: a {info.kind} of one replica gets no TF_CONFIG, so a server has no cluster "
+                "to serve; add the replicas that use it",
             )
         clean = _mapping(_mapping(job.get("spec")).get("runPolicy")).get("cleanPodPolicy")
         if clean in (None, "None"):
@@ -324,17 +351,19 @@ class DefaultServer(Extension):
                 "None its pods keep running after the job finishes; set cleanPodPolicy: Running to delete "
                 "them then"
             )
-        canonical = TFJOB.canonical_type(found)
-        leaders = [t for t in specs if TFJOB.canonical_type(t) in TFJOB.master_types]
-        if canonical == "Worker" and not leaders:
+        leaders = [t for t in specs if info.canonical_type(t) in info.master_types]
+        if info.canonical_type(found) == info.worker_type and not leaders:
+            leader = _either(info.master_types)
             result.error(
                 path,
-                "Invalid value: without a Chief, worker 0 decides when the job succeeds, and a worker "
-                "running only a server never finishes; add a Chief that runs your training program",
+                f"Invalid value: without a {leader}, {info.worker_type.lower()} 0 decides when the job "
+                f"succeeds, and a {info.worker_type.lower()} running only a server never finishes; add a "
+                f"{info.master_types[0]} that runs your training program",
             )
 
     def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
-        if job.get("kind") != TFJOB.kind or not requested(values, _replica_specs(job)):
+        info = _info(job)
+        if info is None or not requested(info, values, _replica_specs(job, info)):
             return Addons()
         meta = job["metadata"]
         name = str(meta["name"])
@@ -354,11 +383,12 @@ class DefaultServer(Extension):
         )
 
     def explain_failure(self, job: Json, values: Mapping[str, str], failure: ReplicaFailure) -> str:
-        if failure.exit_code != NO_TENSORFLOW:
+        info = _info(job)
+        if info is None or failure.exit_code != NO_TENSORFLOW:
             return ""
-        specs = _replica_specs(job)
-        key = requested(values, specs).get(failure.rtype)
-        container = _container(specs.get(failure.rtype)) if key else None
+        specs = _replica_specs(job, info)
+        key = requested(info, values, specs).get(failure.rtype)
+        container = _container(info, specs.get(failure.rtype)) if key else None
         if key is None or container is None or runs_own_code(container):
             return ""
         return (

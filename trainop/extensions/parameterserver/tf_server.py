@@ -45,8 +45,8 @@ def read_task(raw: str | None) -> tuple[dict[str, Any], str, int, str]:
     """(cluster, task type, task index, protocol) from TF_CONFIG; ValueError saying what is missing."""
     if not raw:
         raise ValueError(
-            "TF_CONFIG is not set: the operator writes it into every replica of a TFJob with "
-            "more than one replica, and a server alone has no cluster to serve"
+            "TF_CONFIG is not set: the operator writes it into every replica of a distributed "
+            "job, and a server alone has no cluster to serve"
         )
     try:
         config = json.loads(raw)
