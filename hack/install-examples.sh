@@ -11,12 +11,14 @@
 #   xgboost  xgboost-cpu: 5 MB, seconds.           jax  jax + jaxlib: 85 MB, ~12 s.
 #   mpi      Debian openmpi-bin + libopenmpi-dev: 24 MB, ~20 s; mpi4py wheel 1.3 MB (uses Debian's libmpi).
 #   common   numpy + scikit-learn (+ scipy): ~45 MB, ~40 s.
-#   tensorflow, paddle, mxnet: nothing (their examples rendezvous with the standard library).
+#   tensorflow  tensorflow-cpu (the tensorflow-ps example and the default parameter server): ~2 min to
+#            install here, 1.4 GB on disk. The rendezvous example needs none of it.
+#   paddle, mxnet: nothing (their examples rendezvous with the standard library).
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
 frameworks=("$@")
-[ ${#frameworks[@]} -gt 0 ] || frameworks=(pytorch xgboost jax mpi)
+[ ${#frameworks[@]} -gt 0 ] || frameworks=(pytorch xgboost jax mpi tensorflow)
 
 has() { "$PYTHON" -c "import $1" 2>/dev/null; }
 
@@ -39,7 +41,8 @@ for framework in "${frameworks[@]}"; do
       fi
       has mpi4py || pip_install mpi4py
       ;;
-    tensorflow | paddle | mxnet) ;;
+    tensorflow) has tensorflow || pip_install tensorflow-cpu ;;
+    paddle | mxnet) ;;
     *) echo "install-examples.sh: unknown framework '$framework'" >&2; exit 2 ;;
   esac
 done

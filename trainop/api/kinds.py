@@ -75,6 +75,12 @@ class KindInfo:
     # Children besides pods and services that the kind's hook returns. A child type not listed would be
     # created but never observed or cleaned up (docs/design.md#child-types-must-be-declared).
     extra_children: tuple[ChildType, ...] = ()
+    # The framework's own server, which replicas of `server_types` may run instead of a program of the
+    # user's (`trainop.dev/default-server.<type>: <default_server>`, docs/parameter-server.md); "" for
+    # none. A cluster default gives it to `parameter_server_type` replicas that set no command.
+    default_server: str = ""
+    server_types: tuple[str, ...] = ()
+    parameter_server_type: str | None = None
 
     def replicas_default(self, rtype: str) -> int:
         return self.default_replicas.get(rtype, 1)

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from trainop import extensions
 from trainop.api import constants as c
 from trainop.api.jsonvalues import clean
 from trainop.api.times import parse_timestamp
 from trainop.controller.children import selector
 from trainop.controller.observe import Observation
+from trainop.extensions.base import ReplicaFailure
 from trainop.frameworks.base import Counts
 from trainop.job.conditions import find, finished, is_true, set_condition
 from trainop.job.observed import ObservedPod
@@ -281,13 +283,25 @@ def _evaluate(
     for rtype in ctx.replica_specs:
         if rtype not in failing:
             continue
+        cause = _cause(obs, rtype, failed)
         if ctx.restart_policy(rtype) == "ExitCode":
-            message = f'job "{ctx.name}" is failing because "{rtype}" replica(s) failed.'
+            message = f'job "{ctx.name}" is failing because "{rtype}" replica(s) failed.' + cause
             conditions = _set(obs, conditions, c.FAILED, "True", "Failed", message)
             return conditions, Failure.EXIT_CODE
-        message = fw.failed_message(ctx, rtype, failing[rtype])
+        message = fw.failed_message(ctx, rtype, failing[rtype]) + cause
         return _set(obs, conditions, c.FAILED, "True", fw.failed_reason, message), Failure.REPLICAS
     return conditions, None
+
+
+def _cause(obs: Observation, rtype: str, failed: _FailedPods) -> str:
+    """What our extensions know of why the replicas failed (" <sentence>", or "" for Kubeflow's message
+    alone): only a job with our annotations can get one."""
+    container = obs.fw.exit_code_container(obs.ctx, rtype)
+    failures = [
+        ReplicaFailure(rtype, pod.name, pod.exit_code(container)) for t, pod in failed.permanent if t == rtype
+    ]
+    cause = extensions.explain_failures(obs.ctx.job, failures)
+    return f" {cause}" if cause else ""
 
 
 def _replica_status(obs: Observation, rtype: str, counts: Counts) -> Json:

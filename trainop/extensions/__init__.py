@@ -15,14 +15,29 @@ from typing import Any, Final
 from trainop.api.checks import Result
 from trainop.api.kinds import ChildType
 from trainop.extensions.accelerators import Accelerators
-from trainop.extensions.base import PREFIX, Addons, AnnotationDoc, Extension, JobState, annotation_path
+from trainop.extensions.base import (
+    PREFIX,
+    Addons,
+    AnnotationDoc,
+    Extension,
+    JobState,
+    ReplicaFailure,
+    annotation_path,
+)
 from trainop.extensions.jsonlogs import JsonLogs
+from trainop.extensions.parameterserver import DefaultServer
 from trainop.extensions.placement import Placement
 from trainop.extensions.tensorboard import TensorBoard
 
 Json = dict[str, Any]
 
-EXTENSIONS: Final[tuple[Extension, ...]] = (Accelerators(), Placement(), TensorBoard(), JsonLogs())
+EXTENSIONS: Final[tuple[Extension, ...]] = (
+    Accelerators(),
+    Placement(),
+    TensorBoard(),
+    JsonLogs(),
+    DefaultServer(),
+)
 
 README_BEGIN: Final = (
     "<!-- BEGIN annotations: generated from trainop.extensions (python hack/annotations.py) -->"
@@ -100,6 +115,18 @@ def decorate_pod(job: Json, pod: Json) -> Json:
         if _applies(ext, values):
             pod = ext.decorate_pod(job, values, pod)
     return pod
+
+
+def explain_failures(job: Json, failures: list[ReplicaFailure]) -> str:
+    """What the applying extensions know of why these replicas failed, one sentence each ("" when none
+    does), for the job's Failed condition message."""
+    found = ours(job)
+    out: list[str] = []
+    for ext in EXTENSIONS:
+        values = _owned(ext, found)
+        if _applies(ext, values):
+            out += [s for f in failures if (s := ext.explain_failure(job, values, f))]
+    return " ".join(out)
 
 
 def child_types() -> tuple[ChildType, ...]:

@@ -51,6 +51,15 @@ class JobState:
 
 
 @dataclass(frozen=True)
+class ReplicaFailure:
+    """A replica's pod that failed for good, as the sync saw it."""
+
+    rtype: str  # the job's replica-type key
+    pod: str
+    exit_code: int | None  # of the framework's exit-code container, if it terminated
+
+
+@dataclass(frozen=True)
 class Addons:
     """An extension's children of one job, and when the hook must look again (a child that expires)."""
 
@@ -90,6 +99,12 @@ class Extension(ABC):
     def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
         """The children this extension gives the admitted `job` now. Pure: same input, same output."""
         return Addons()
+
+    def explain_failure(self, job: Json, values: Mapping[str, str], failure: ReplicaFailure) -> str:
+        """Why the admitted `job`'s replica failed, when this extension made it run something the user
+        did not write and knows the cause from the exit code ("" otherwise): added to the job's Failed
+        condition message. Never read from a log or a message, which the program's user controls."""
+        return ""
 
     def decorate_pod(self, job: Json, values: Mapping[str, str], pod: Json) -> Json:
         """The desired pod of the admitted `job` with what this extension adds to each pod (per-pod

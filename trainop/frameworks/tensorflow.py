@@ -32,6 +32,11 @@ TFJOB = KindInfo(
     worker_type="Worker",
     single_replica_types=("Chief", "Master"),
     exclusive_types=("Chief", "Master"),
+    # A PS only serves variables; in TF2 parameter-server training the workers only serve too (the chief
+    # runs all of the user's program).
+    default_server="tensorflow",
+    server_types=("PS", "Worker"),
+    parameter_server_type="PS",
 )
 SUCCESS_POLICIES = ("", "AllWorkers")
 

@@ -84,4 +84,6 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.tensorboard.image | quote }}
 - name: TRAINOP_TENSORBOARD_KEEP_AFTER
   value: {{ .Values.tensorboard.keepAfter | quote }}
+- name: TRAINOP_DEFAULT_PARAMETER_SERVER
+  value: {{ .Values.tensorflow.defaultParameterServer | quote }}
 {{- end }}
