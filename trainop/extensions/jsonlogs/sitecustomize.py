@@ -19,7 +19,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, TextIO
+# Importing typing would be most of what this module adds to every interpreter's start-up (it is not
+# otherwise imported by the modules used here); the annotations are never evaluated at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 # The identity a record carries: record field -> the environment variables that may hold it, first set
 # wins (the operator's, then torchrun's, then Open MPI's and MPICH's / Intel MPI's).
