@@ -247,6 +247,7 @@ class TrainopStack:
         gang_scheduler: str = "",
         feature_gates: Mapping[str, bool] | None = None,
         runtime_config: Sequence[str] = (),
+        server_env: Mapping[str, str] | None = None,
     ) -> None:
         self.cp = ControlPlane(
             bin_dir or default_bin_dir(),
@@ -256,6 +257,8 @@ class TrainopStack:
         )
         # The hook's TRAINOP_GANG_SCHEDULER; the controllers then list its PodGroup child, as the chart does.
         self.gang_scheduler = gang_scheduler
+        # Settings both servers read, as the chart's values give them to both (a cluster default).
+        self.server_env = dict(server_env or {})
         self.work_dir = self.cp.work_dir
         self.webhook_port, self.hook_port, self.webhook_metrics_port, self.hook_metrics_port = free_ports(4)
         self.metacontroller_args = list(metacontroller_args)
@@ -311,7 +314,11 @@ class TrainopStack:
     # ------------------------------------------------------------------ components
     def _python_env(self) -> dict[str, str]:
         path = os.environ.get("PYTHONPATH", "")
-        return {"PYTHONPATH": str(REPO) + (os.pathsep + path if path else ""), "PYTHONUNBUFFERED": "1"}
+        return {
+            **self.server_env,
+            "PYTHONPATH": str(REPO) + (os.pathsep + path if path else ""),
+            "PYTHONUNBUFFERED": "1",
+        }
 
     def start_webhooks(self) -> ManagedProcess:
         pki = self.cp.pki

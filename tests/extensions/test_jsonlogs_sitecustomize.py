@@ -231,6 +231,36 @@ def test_a_python_child_process_logs_json_too(mounted: Path) -> None:
     assert [r["message"] for r in records(run(mounted, program).stdout)] == ["from the child"]
 
 
+def test_a_process_forked_while_a_thread_writes_a_line_can_write_its_own(mounted: Path) -> None:
+    # The thread is held inside the write, so the fork happens while it holds the module's lock.
+    program = """
+        import os, sys, threading
+        real, entered, release = sys.stdout._real, threading.Event(), threading.Event()
+
+        class Held:
+            def write(self, text):
+                entered.set()
+                release.wait()
+                return real.write(text)
+
+            def flush(self):
+                real.flush()
+
+        sys.stdout._real = Held()
+        threading.Thread(target=print, args=("from the thread",)).start()
+        entered.wait()
+        pid = os.fork()
+        if pid == 0:
+            sys.stdout._real = real
+            print("from the child")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        release.set()
+    """
+    done = run(mounted, program)
+    assert [r["message"] for r in records(done.stdout)] == ["from the child", "from the thread"]
+
+
 # ---- a program that configured its own logging keeps it ------------------------------------------
 def test_a_programs_own_handler_keeps_its_formatter(mounted: Path) -> None:
     program = """

@@ -19,7 +19,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, TextIO
+
+# Importing typing would be most of what this module adds to every interpreter's start-up (it is not
+# otherwise imported by the modules used here); the annotations are never evaluated at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 # The identity a record carries: record field -> the environment variables that may hold it, first set
 # wins (the operator's, then torchrun's, then Open MPI's and MPICH's / Intel MPI's).
@@ -75,6 +80,13 @@ def _install() -> None:
         # A process started without one of its console streams (a closed descriptor) is left as it is.
         return
     lock = threading.RLock()
+
+    def new_lock_in_child() -> None:
+        # A process forked while another thread was writing (DataLoader workers fork while a progress
+        # thread prints) would inherit the lock held, by a thread it does not have, and hang on its
+        # first line. logging renews its own locks the same way.
+        nonlocal lock
+        lock = threading.RLock()
 
     def now() -> str:
         t = time.time()
@@ -312,6 +324,8 @@ def _install() -> None:
     for configured in consoles:
         configured.stream = stdout if configured.stream is out else stderr
     atexit.register(flush_pending)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=new_lock_in_child)
 
 
 def _main() -> None:
