@@ -103,6 +103,8 @@ for ex in "${frameworks[@]}"; do
     FAILED=1
   fi
 done
-# Layers of replaced images stay in podman's storage otherwise.
+# Layers of replaced images stay in podman's storage and the layout otherwise.
 podman image prune --force >/dev/null
+"${PYTHON:-python3}" "$REPO/hack/lib/oci_layout.py" prune --layout "$LAYOUT" \
+  --drop-prefix "library/trainop:src-" --keep "library/trainop:$APP_TAG"
 exit "$FAILED"

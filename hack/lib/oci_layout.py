@@ -154,14 +154,16 @@ def tag(layout: Path, source: str, ref: str) -> str:
 
 
 def prune(layout: Path, drop_prefix: str, keep: str, min_age: float = 600.0) -> list[str]:
-    """Drop every reference starting with ``drop_prefix`` except ``keep``, then every blob no manifest of
-    the index needs. Blobs younger than ``min_age`` seconds stay: a push may be writing them before it
-    names them in the index. Returns the dropped references."""
+    """Drop every reference starting with ``drop_prefix`` except ``keep``, and every entry that has no
+    reference left (buildah's push keeps the image a reference named before, unnamed), then every blob
+    no manifest of the index needs. Blobs younger than ``min_age`` seconds stay: a push may be writing
+    them before it names them in the index. Returns the dropped references ("" for an unnamed one)."""
     kept: list[dict[str, Any]] = []
     dropped: list[dict[str, Any]] = []
     with _index(layout) as index:
         for m in index["manifests"]:
-            (dropped if _ref(m).startswith(drop_prefix) and _ref(m) != keep else kept).append(m)
+            unnamed = not _ref(m)
+            (dropped if unnamed or (_ref(m).startswith(drop_prefix) and _ref(m) != keep) else kept).append(m)
         index["manifests"] = kept
     blobs = layout / "blobs" / "sha256"
     needed = set()
@@ -192,7 +194,7 @@ def main(argv: list[str]) -> int:
         )
         opts = pruner.parse_args(argv[1:])
         for ref in prune(opts.layout, opts.drop_prefix, opts.keep):
-            print(f"dropped {ref}")
+            print(f"dropped {ref or 'an unnamed image'}")
         return 0
     if argv[:1] == ["tag"]:
         tagger = argparse.ArgumentParser(description="give an image of the layout another reference")

@@ -71,6 +71,8 @@ NODE_BINARIES = ("kubelet", "kube-proxy", "coredns")
 # examples' and the project's images are docker.io's, Metacontroller's (the chart's default) ghcr.io's.
 REGISTRY_HOSTS = ("docker.io", "ghcr.io")
 # Run by this module, and by the kubelet and kube-proxy, which inherit its PATH.
+# The annotation an OCI layout's index names an image with (buildah and hack/lib/oci_layout.py write it).
+OCI_REF_NAME = "org.opencontainers.image.ref.name"
 HOST_TOOLS = ("containerd", "ctr", "runc", "iptables", "ip6tables", "ip", "conntrack", "umount")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARTITION_COMMENT = "trainop-e2e partition"
@@ -571,7 +573,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         """
         index_file = self.layout / "index.json"
         index = json.loads(index_file.read_text()) if index_file.exists() else {}
-        served = {m["digest"] for m in index.get("manifests", [])}
+        # An entry without a name is an image a rebuild replaced: nothing pulls it any more.
+        served = {
+            m["digest"] for m in index.get("manifests", []) if (m.get("annotations") or {}).get(OCI_REF_NAME)
+        }
         stale = []
         for line in self.ctr("images", "ls").stdout.splitlines()[1:]:
             ref, _type, digest, *_ = line.split()
