@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import ssl
 import threading
@@ -139,6 +140,34 @@ def test_a_proxy_users_calls_carry_the_impersonation_headers(api: tuple[FakeApi,
     for _, _, headers in fake.seen:
         assert headers["Impersonate-User"] == "alice"
         assert headers["Impersonate-Group"] == "team-a"
+
+
+class HeaderLines(http.server.BaseHTTPRequestHandler):
+    """Records each request's Impersonate-Group lines as sent: a WSGI server would join them with commas."""
+
+    seen: list[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.headers.get_all("Impersonate-Group") or [])
+        body = json.dumps({"items": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_every_group_of_a_proxy_user_is_impersonated_on_a_line_of_its_own() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HeaderLines)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = KubeClient(server=f"http://127.0.0.1:{server.server_port}", context=ssl.create_default_context())
+    try:
+        Cluster(client).as_user(User("alice", ("team-a", "ml,readers", "system:authenticated"))).get("/x")
+    finally:
+        server.shutdown()
+    assert HeaderLines.seen == [["team-a", "ml,readers", "system:authenticated"]]
 
 
 def test_a_token_users_calls_carry_their_own_token_and_no_impersonation(api: tuple[FakeApi, Cluster]) -> None:

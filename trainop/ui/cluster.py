@@ -99,7 +99,7 @@ class Cluster:
         if not user.name:
             return self.client
         headers = [("Impersonate-User", user.name)]
-        headers += [("Impersonate-Group", g) for g in user.groups[:1]]
+        headers += [("Impersonate-Group", g) for g in user.groups]
         return replace(self.client, headers=tuple(headers))
 
     def may_list(self, user: User, kind: str, namespace: str) -> bool:
