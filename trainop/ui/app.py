@@ -13,7 +13,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +75,21 @@ class Settings:
     tensorboard_url: str = TENSORBOARD_URL
 
 
+@dataclass(frozen=True)
+class PageLinks:
+    """A job page's links of a replica type (`${replica.type}` beside the job's fields) or of a pod (the
+    pod's own fields, the job's under `job.`)."""
+
+    job: Json
+    expand: Callable[[Json, str], list[tuple[str, str]]]
+    scopes: set[str]
+
+    def __call__(self, scope: str, thing: Any) -> list[tuple[str, str]]:
+        if scope == "replica":
+            return self.expand({**self.job, "replica": {"type": thing}}, "replica")
+        return self.expand({**thing, "job": self.job}, "pod")
+
+
 def row_id(key: str) -> str:
     return "r" + hashlib.sha1(key.encode()).hexdigest()[:12]
 
@@ -123,16 +138,26 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "row_id": row_id,
             "replica_name": replica_name,
             "job_links": job_links,
+            "links_of": links_of,
         }
 
     tensorboard = Link("TensorBoard", "job", settings.tensorboard_url)
 
-    def job_links(obj: Json, scope: str = "job") -> list[tuple[str, str]]:
+    def job_links(obj: Json, scope: str = "job", tensorboard_url: str = "") -> list[tuple[str, str]]:
+        """The links of `scope` over `obj`; a job's TensorBoard first: the one its source knows the address
+        of (`tensorboard_url`, a local run's), else the configured template for a job with the annotation."""
         links = [(link.name, link.expand(obj)) for link in settings.links if link.scope == scope]
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        if scope == "job" and source.tensorboards and settings.tensorboard_url and TENSORBOARD in annotations:
+        if scope != "job":
+            return links
+        if tensorboard_url:
+            links.insert(0, (tensorboard.name, tensorboard_url))
+        elif source.tensorboards and settings.tensorboard_url and TENSORBOARD in annotations:
             links.insert(0, (tensorboard.name, tensorboard.expand(obj)))
         return links
+
+    def links_of(job: Json) -> PageLinks:
+        return PageLinks(job, job_links, {link.scope for link in settings.links})
 
     @app.after_request
     def headers(response: Response) -> Response:
@@ -207,7 +232,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
         user = g.user
         detail_or_404(key)
         parts = app.jinja_env.get_template("parts.html")
-        return stream(lambda: _job_events(source, user, key, parts, settings.poll_seconds))
+        return stream(lambda: _job_events(source, user, key, parts, links_of, settings.poll_seconds))
 
     @app.get("/stream/logs/<path:key>")
     def log_stream(key: str) -> Response:
@@ -393,7 +418,9 @@ def _list_events(source: Source, user: User, keys: list[str], cells: Any, poll: 
         time.sleep(poll)
 
 
-def _job_events(source: Source, user: User, key: str, parts: Any, poll: float) -> Iterator[str]:
+def _job_events(
+    source: Source, user: User, key: str, parts: Any, links_of: Callable[[Json], PageLinks], poll: float
+) -> Iterator[str]:
     sent: dict[str, str] = {}
     while True:
         detail = source.detail(user, key)
@@ -401,9 +428,10 @@ def _job_events(source: Source, user: User, key: str, parts: Any, poll: float) -
             yield _sse("parts", {"status": "<p>the job is gone</p>"})
             return
         now = datetime.now(UTC)
+        links = links_of(detail.job)
         html = {
-            "status": str(parts.module.status(detail.summary, now)),
-            "pods": str(parts.module.pods(detail, replica_name)),
+            "status": str(parts.module.status(detail.summary, now, links)),
+            "pods": str(parts.module.pods(detail, replica_name, links)),
             "events": str(parts.module.events(detail)),
             "picture": timeline(detail.job, detail.pods, now),
         }
