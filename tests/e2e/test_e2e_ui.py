@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,8 +60,14 @@ def ui(stack: TrainopStack) -> Iterator[str]:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert " at http://" in line, line + proc.stdout.read()
+    seen = []
+    for line in proc.stdout:  # gunicorn logs its start before the line with the address
+        seen.append(line)
+        if " at http://" in line:
+            break
+    else:
+        raise AssertionError("".join(seen))
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # never block gunicorn on a full pipe
     yield line.split(" at ", 1)[1].split()[0]
     proc.terminate()
     proc.wait(timeout=30)

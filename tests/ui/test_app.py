@@ -245,7 +245,8 @@ def test_a_recorded_tensorboard_that_is_not_an_http_address_is_not_linked(root: 
 
 def test_proxy_groups_are_read_from_every_line_of_the_groups_header():
     auth = Authenticator(AuthSettings("proxy", "X-Forwarded-User", "X-Forwarded-Groups"))
-    headers = [("X-Forwarded-User", "alice"), ("X-Forwarded-Groups", "ml, readers"), ("X-Forwarded-Groups", "b")]
+    groups = [("X-Forwarded-Groups", "ml, readers"), ("X-Forwarded-Groups", "b")]
+    headers = [("X-Forwarded-User", "alice"), *groups]
     with Flask(__name__).test_request_context(headers=headers):
         assert auth.user(request).groups == ("ml", "readers", "b")
 

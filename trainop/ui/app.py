@@ -48,6 +48,8 @@ from trainop.ui.wizard import (
 Json = dict[str, Any]
 HERE = Path(__file__).parent
 TENSORBOARD_URL = "/tensorboard/${metadata.namespace}/${metadata.name}/"
+# Every event stream's path starts so: the server gives those answers the stream's lifetime to finish.
+STREAM_PREFIX = "/stream/"
 # What a browser holds of a followed log; older lines are dropped as new ones come (static/ui.js too).
 LOG_LINES = 2000
 CSP = "; ".join(
@@ -191,7 +193,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             return render_template("table.html", **context)
         return render_template("list.html", **context)
 
-    @app.get("/stream/list")
+    @app.get(f"{STREAM_PREFIX}list")
     def list_stream() -> Response:
         keys = request.args.getlist("key")[: max(PAGE_SIZES)]
         user = g.user
@@ -227,14 +229,14 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             message=request.args.get("message", ""),
         )
 
-    @app.get("/stream/job/<path:key>")
+    @app.get(f"{STREAM_PREFIX}job/<path:key>")
     def job_stream(key: str) -> Response:
         user = g.user
         detail_or_404(key)
         parts = app.jinja_env.get_template("parts.html")
         return stream(lambda: _job_events(source, user, key, parts, links_of, settings.poll_seconds))
 
-    @app.get("/stream/logs/<path:key>")
+    @app.get(f"{STREAM_PREFIX}logs/<path:key>")
     def log_stream(key: str) -> Response:
         detail = detail_or_404(key)
         chosen = _container(request.args.get("log", ""), detail)
