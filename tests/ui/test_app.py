@@ -284,3 +284,18 @@ def test_replica_and_pod_links_are_not_on_the_list(root: Path):
     html = client(root, links=LINKS).get("/").text
     assert "grafana.example/d/jobs" in html
     assert "logs.example" not in html and "grafana.example/d/pod" not in html
+
+
+def test_the_wizard_offers_every_accelerator_profile_per_replica_type(root: Path):
+    page = client(root).get("/new?kind=PyTorchJob").text
+    for rtype in ("Master", "Worker"):
+        assert f'name="{rtype}.accelerator"' in page and f'name="{rtype}.acceleratorCount"' in page
+    assert '<option value="nvidia-gke-l4"' in page and '<option value="tpu-v5e-2x4"' in page
+
+
+def test_the_wizard_shows_an_unknown_profiles_message_at_its_field(root: Path):
+    form = {"kind": "PyTorchJob", "name": "a", "Worker.replicas": "1", "Worker.image": "python:3.11",
+            "Worker.accelerator": "no-such-gpu", "do": "check"}  # fmt: skip
+    page = client(root).post("/new", data=form).text
+    at_field = r'id="err-Worker-accelerator">[^<]*&#34;no-such-gpu&#34;: unknown accelerator profile'
+    assert re.search(at_field, page)
