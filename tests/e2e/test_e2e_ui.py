@@ -189,6 +189,9 @@ def test_a_user_who_may_list_only_namespace_a_sees_nothing_of_namespace_b(
     assert other.name not in page.locator("select[name=namespace]").inner_text()
     assert page.goto(f"{ui}job/{other.name}/PyTorchJob/hidden").status in (403, 404)
     page.goto(f"{ui}job/{namespace.name}/PyTorchJob/visible")
+    # The UI is writable, but this user may not patch or delete: no write control is offered.
+    expect(page.locator("h1")).to_contain_text("visible")
+    expect(page.locator("div.actions button")).to_have_count(0)
     csrf = page.get_attribute("meta[name=csrf-token]", "content") or ""
     forged = page.request.post(f"{ui}action/delete/{namespace.name}/PyTorchJob/visible", form={"csrf": csrf})
     assert forged.status == 403

@@ -18,6 +18,7 @@ from trainop.controller.podgroups import KUBERNETES_KEY, PLUGINS_KEY, VOLCANO_KE
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.kubeclient import KubeClient
 from trainop.ui.app import Settings, create_app
+from trainop.ui.auth import AuthSettings
 from trainop.ui.cluster import Cluster
 from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API
 from trainop.ui.source import Container, NotAllowed, User
@@ -40,6 +41,7 @@ class FakeApi:
         self.writes: list[str] = []  # method and path with its query, of every request but a GET
         self.served: set[str] = set()  # group/versions the cluster serves beyond the built-in ones
         self.forbidden: set[str] = set()  # resources (plural) nobody may read
+        self.writers: set[str] = set()  # users who may patch and delete jobs
         self.app = Flask(__name__)
         self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
 
@@ -49,8 +51,10 @@ class FakeApi:
             query = request.query_string.decode()
             self.writes.append(f"{request.method} /{path}" + (f"?{query}" if query else ""))
         if path == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
-            ns = request.get_json()["spec"]["resourceAttributes"].get("namespace", "")
-            return {"status": {"allowed": ns in self.listable}}
+            attributes = request.get_json()["spec"]["resourceAttributes"]
+            if attributes["verb"] in ("patch", "delete"):
+                return {"status": {"allowed": request.headers.get("Impersonate-User") in self.writers}}
+            return {"status": {"allowed": attributes.get("namespace", "") in self.listable}}
         if path.endswith("/configmaps") and request.method == "POST":
             name = request.get_json()["metadata"]["name"]
             if name in self.config_maps:
@@ -281,6 +285,26 @@ def test_an_empty_tensorboard_template_shows_no_tensorboard_link(api: tuple[Fake
     _, cluster = api
     page = create_app(cluster, Settings(tensorboard_url="")).test_client().get("/job/team-a/PyTorchJob/board")
     assert "TensorBoard" not in page.text
+
+
+def test_a_writable_ui_offers_a_jobs_actions_only_to_users_rbac_lets_do_them(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.writers.add("alice")
+    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    client = create_app(cluster, settings).test_client()
+    page = client.get("/job/team-a/PyTorchJob/mnist", headers={"X-Forwarded-User": "alice"}).text
+    assert (
+        "/action/suspend/team-a/PyTorchJob/mnist" in page and "/action/delete/team-a/PyTorchJob/mnist" in page
+    )
+    page = client.get("/job/team-a/PyTorchJob/mnist", headers={"X-Forwarded-User": "bob"}).text
+    assert "/action/" not in page
+
+
+def test_whether_a_user_may_act_is_asked_as_the_user_for_that_job(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    cluster.may(User("alice", ("team-a",)), "team-a/PyTorchJob/mnist", "delete")
+    [(_, _, headers)] = [s for s in fake.seen if s[1].endswith("selfsubjectaccessreviews")]
+    assert headers["Impersonate-User"] == "alice"
 
 
 def pending_pods(fake: FakeApi) -> None:

@@ -226,7 +226,9 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             chosen=chosen,
             lines=lines,
             log_lines=LOG_LINES,
-            actions=[a for a in source.actions if applies(a, detail)] if settings.writable else [],
+            actions=[a for a in source.actions if applies(a, detail) and source.may(g.user, key, a)]
+            if settings.writable
+            else [],
             message=request.args.get("message", ""),
         )
 

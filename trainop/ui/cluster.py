@@ -54,7 +54,7 @@ class Cluster:
         self.client = client
         self.jobs: dict[str, dict[str, Summary]] = {kind: {} for kind in KINDS}
         self.lock = threading.Lock()
-        self.access: dict[tuple[str, tuple[str, ...], str, str], tuple[float, bool]] = {}
+        self.access: dict[tuple[str, tuple[str, ...], str, str, str, str], tuple[float, bool]] = {}
         self.discovery = Discovery(lambda path: self.client.request("GET", path))
 
     # ---- the watched summary ------------------------------------------------------------------------
@@ -104,14 +104,29 @@ class Cluster:
 
     def may_list(self, user: User, kind: str, namespace: str) -> bool:
         """Whether the user may list `kind` in `namespace` ("" for every namespace), asked as the user."""
-        cache = (user.name or user.token[-12:], user.groups, kind, namespace)
+        return self._may(user, "list", kind, namespace)
+
+    def may(self, user: User, key: str, action: str) -> bool:
+        """Whether the user may patch (suspend, resume) or delete the job, asked as the user."""
+        try:
+            ns, kind, name = self._parse(key)
+        except Invalid:
+            return False
+        verb = "delete" if action == "delete" else "patch"
+        return self._may(user, verb, kind, ns, name)
+
+    def _may(self, user: User, verb: str, kind: str, namespace: str, name: str = "") -> bool:
+        """A SelfSubjectAccessReview made as the user, its answer reused for ACCESS_SECONDS."""
+        cache = (user.name or user.token[-12:], user.groups, verb, kind, namespace, name)
         now = time.monotonic()
         hit = self.access.get(cache)
         if hit and hit[0] > now:
             return hit[1]
-        attributes = {"verb": "list", "group": "kubeflow.org", "resource": kind_info(kind).plural}
+        attributes = {"verb": verb, "group": "kubeflow.org", "resource": kind_info(kind).plural}
         if namespace:
             attributes["namespace"] = namespace
+        if name:
+            attributes["name"] = name
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
