@@ -407,6 +407,22 @@ def test_a_ui_user_granted_access_through_their_second_group_sees_the_job(
     assert ui_get(node, f"/job/{ns.name}/PyTorchJob/by-group", "carol", "unrelated")[0] in (403, 404)
 
 
+def test_a_jobs_page_in_the_ui_shows_its_pods_log_from_the_kubelet(
+    ui_release: InClusterRelease, node: NodeControlPlane, ns: Namespace
+) -> None:
+    user = f"viewer-{uuid.uuid4().hex[:6]}"
+    ns.kubectl("create", "rolebinding", "ui-viewer", "--clusterrole=view", f"--user={user}")
+    obj = job("PyTorchJob", name="logged", namespace=ns.name, Master=1)
+    (container,) = obj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    image = example("pytorch").job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    container.update(image=image[0]["image"], command=["python3", "-c", "print('hello from the kubelet')"])
+    ns.create(obj)
+    ns.wait_for("pytorchjobs/logged", "Succeeded", timeout=180)
+    status, _, page = ui_get(node, f"/job/{ns.name}/PyTorchJob/logged", user)
+    assert status == 200
+    assert "[master-0] hello from the kubelet" in page, page[-3000:]
+
+
 def test_the_ui_streams_events_through_its_service(
     ui_release: InClusterRelease, node: NodeControlPlane
 ) -> None:
