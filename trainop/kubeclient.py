@@ -36,6 +36,7 @@ class ApiError(Exception):
     def __init__(self, method: str, path: str, status: int, message: str) -> None:
         super().__init__(f"{method} {path}: {status} {message}")
         self.status = status
+        self.message = message
 
 
 @dataclass(frozen=True)

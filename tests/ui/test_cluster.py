@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import ssl
 import threading
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.kubeclient import KubeClient
 from trainop.ui.app import Settings, create_app
 from trainop.ui.auth import AuthSettings
-from trainop.ui.cluster import Cluster
+from trainop.ui.cluster import Cluster, field_errors
 from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API
 from trainop.ui.source import Container, NotAllowed, User
 from trainop.ui.summary import summarize
@@ -42,6 +43,7 @@ class FakeApi:
         self.served: set[str] = set()  # group/versions the cluster serves beyond the built-in ones
         self.forbidden: set[str] = set()  # resources (plural) nobody may read
         self.writers: set[str] = set()  # users who may patch and delete jobs
+        self.refusal = ""  # the message a create of a job is refused with (422), if any
         self.app = Flask(__name__)
         self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
 
@@ -62,6 +64,8 @@ class FakeApi:
             return Response(json.dumps(request.get_json()), 201)
         if "/configmaps/" in path and request.method == "PATCH":
             return {}
+        if path.endswith("pytorchjobs") and request.method == "POST" and self.refusal:
+            return Response(json.dumps({"kind": "Status", "code": 422, "message": self.refusal}), 422)
         if path.endswith("pytorchjobs") and request.method == "POST":
             return Response(json.dumps(request.get_json()), 201)
         if path.endswith("pytorchjobs/secret"):
@@ -243,6 +247,43 @@ def test_an_examples_job_is_judged_then_its_configmap_then_the_job_created(api: 
         "POST /api/v1/namespaces/team-a/configmaps",
         "POST /apis/kubeflow.org/v1/namespaces/team-a/pytorchjobs",
     ]
+
+
+WORKER_IMAGE = "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image"
+
+
+def test_a_webhooks_refusal_on_the_cluster_is_shown_at_each_field_it_names(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.refusal = (
+        'admission webhook "validate.trainop.dev" denied the request: '
+        f"{WORKER_IMAGE}: Required value: the registry allows only signed images; metadata.name: taken"
+    )
+    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    client = create_app(cluster, settings).test_client()
+    headers = {"X-Forwarded-User": "alice"}
+    csrf = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/new", headers=headers).text)
+    assert csrf
+    form = {"kind": "PyTorchJob", "name": "a", "namespace": "team-a", "Worker.replicas": "1",
+            "Worker.image": "python:3.11", "do": "dry-run", "csrf": csrf.group(1)}  # fmt: skip
+    page = client.post("/new", data=form, headers={**headers, "Origin": "http://localhost"}).text
+    assert re.search(r'id="err-Worker-image">Required value: the registry allows only signed images<', page)
+    assert re.search(r'id="err-name">taken<', page)
+
+
+@pytest.mark.parametrize(
+    ("message", "errors"),
+    [
+        ('PyTorchJob.kubeflow.org "a" is invalid: [spec.a: Invalid value: 1: no, spec.b[W].replicas: Needed]',
+         [("spec.a", "Invalid value: 1: no"), ("spec.b[W].replicas", "Needed")]),
+        ('namespaces "nope" not found', [("", 'namespaces "nope" not found')]),
+        ("admission webhook denied the request: the quota is used up", [
+            ("", "admission webhook denied the request: the quota is used up")]),
+    ],
+)  # fmt: skip
+def test_a_refusal_is_split_into_the_fields_it_names_or_kept_whole(
+    message: str, errors: list[tuple[str, str]]
+):
+    assert field_errors(message) == errors
 
 
 def test_a_dry_run_of_an_examples_job_writes_nothing(api: tuple[FakeApi, Cluster]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import re
 import threading
 import time
 import urllib.error
@@ -297,7 +298,7 @@ class Cluster:
         except ApiError as exc:
             if exc.status in (401, 403):
                 raise NotAllowed(str(exc)) from None
-            raise Invalid([("", str(exc))]) from None
+            raise Invalid(field_errors(exc.message)) from None
 
     def _apply_config_map(self, user: User, ns: str, config_map: Json, dry_run: bool) -> None:
         """Create it, or, when one of that name is there (an earlier job of the same example), write its
@@ -324,6 +325,29 @@ class Cluster:
             if exc.status in (401, 403):
                 raise NotAllowed(str(exc)) from None
             raise Invalid([("", f"ConfigMap {name}: {exc}")]) from None
+
+
+# What the apiserver puts before the field errors of a refused object: a webhook's denial (our webhook
+# sends the bare `path: detail; path: detail` list) or its own validation (`path: detail, path: detail`,
+# in brackets when there are several).
+_REFUSED = re.compile(r"(?:denied the request|is invalid): (.*)$", re.DOTALL)
+_FIELD_ERROR = re.compile(r"^((?:metadata|spec)(?:\.[\w/-]+|\[[^\]]*\])+): (.+)$", re.DOTALL)
+
+
+def field_errors(message: str) -> list[tuple[str, str]]:
+    """The (field path, message) pairs of a refusal, so each is shown at its field; the whole message, at
+    no field, when it names none."""
+    match = _REFUSED.search(message)
+    if not match:
+        return [("", message)]
+    body = match.group(1).strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    parts = re.split(r"; |, (?=(?:metadata|spec)[.\[])", body)
+    found = [m.groups() for m in map(_FIELD_ERROR.match, parts) if m]
+    if len(found) != len(parts):
+        return [("", message)]
+    return [(path, detail) for path, detail in found]
 
 
 def _event(e: Json) -> Event:
