@@ -308,3 +308,15 @@ def test_a_runs_recorded_tensorboard_is_linked_from_its_row_and_its_page(
     expect(page.locator("p.links").get_by_role("link", name="TensorBoard")).to_have_attribute(
         "href", "http://127.0.0.1:6006/"
     )
+
+
+def test_the_wizard_copies_the_kubectl_apply_line_of_the_file_it_downloads(
+    page: Page, serve: Serve, runs: Path
+) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(serve() + "new?kind=PyTorchJob")
+    page.fill("input[name=name]", "copied-job")
+    expect(page.locator("#apply-command")).to_have_text("kubectl apply -f copied-job.yaml")
+    page.click("button[data-copy=apply-command]")
+    expect(page.locator("button[data-copy=apply-command]")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == "kubectl apply -f copied-job.yaml"
