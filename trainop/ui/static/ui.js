@@ -25,7 +25,6 @@
     if (!source || !navigator.clipboard) return;
     navigator.clipboard.writeText(source.textContent).then(function () { button.textContent = "Copied"; });
   });
-  document.addEventListener("htmx:oobAfterSwap", showCopyButtons);
 
   document.addEventListener("change", function (e) {
     if (e.target.matches("select[data-autosubmit]")) e.target.form.submit();
