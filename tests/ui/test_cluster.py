@@ -42,7 +42,7 @@ class FakeApi:
         self.writes: list[str] = []  # method and path with its query, of every request but a GET
         self.served: set[str] = set()  # group/versions the cluster serves beyond the built-in ones
         self.forbidden: set[str] = set()  # resources (plural) nobody may read
-        self.writers: set[str] = set()  # users who may patch and delete jobs
+        self.writers: set[str] = set()  # users who may create, patch and delete jobs
         self.refusal = ""  # the message a create of a job is refused with (422), if any
         self.app = Flask(__name__)
         self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
@@ -54,7 +54,7 @@ class FakeApi:
             self.writes.append(f"{request.method} /{path}" + (f"?{query}" if query else ""))
         if path == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             attributes = request.get_json()["spec"]["resourceAttributes"]
-            if attributes["verb"] in ("patch", "delete"):
+            if attributes["verb"] in ("patch", "delete", "create"):
                 return {"status": {"allowed": request.headers.get("Impersonate-User") in self.writers}}
             return {"status": {"allowed": attributes.get("namespace", "") in self.listable}}
         if path.endswith("/configmaps") and request.method == "POST":
@@ -339,6 +339,20 @@ def test_a_writable_ui_offers_a_jobs_actions_only_to_users_rbac_lets_do_them(api
     )
     page = client.get("/job/team-a/PyTorchJob/mnist", headers={"X-Forwarded-User": "bob"}).text
     assert "/action/" not in page
+
+
+def test_the_wizard_offers_create_only_to_users_rbac_lets_create_in_the_forms_namespace(
+    api: tuple[FakeApi, Cluster],
+):
+    fake, cluster = api
+    fake.writers.add("alice")
+    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    client = create_app(cluster, settings).test_client()
+    page = client.get("/new?kind=PyTorchJob", headers={"X-Forwarded-User": "alice"}).text
+    assert 'value="create"' in page and 'value="dry-run"' in page
+    page = client.get("/new?kind=PyTorchJob", headers={"X-Forwarded-User": "bob"}).text
+    assert 'value="create"' not in page and 'value="dry-run"' not in page
+    assert "You may not create PyTorchJobs in namespace default." in page
 
 
 def test_whether_a_user_may_act_is_asked_as_the_user_for_that_job(api: tuple[FakeApi, Cluster]):

@@ -346,6 +346,11 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "outcome": outcome,
             "FORM": FORM,
             "create_label": "Start it here" if source.creates == "started" else "Create",
+            # Offered only to a user who may create this kind in the form's namespace.
+            "may_create": settings.writable
+            and source.may(
+                g.user, f"{job['metadata']['namespace']}/{job['kind']}/{job['metadata']['name']}", "create"
+            ),
         }
         if request.headers.get("HX-Request") and request.form.get("do") in (None, "", "check"):
             return render_template("wizard_check.html", fields=[FORM, *form_fields(form.kind)], **context)

@@ -108,11 +108,14 @@ class Cluster:
         return self._may(user, "list", kind, namespace)
 
     def may(self, user: User, key: str, action: str) -> bool:
-        """Whether the user may patch (suspend, resume) or delete the job, asked as the user."""
+        """Whether the user may create (the wizard; `key` then names the job to be), patch (suspend,
+        resume) or delete the job, asked as the user."""
         try:
             ns, kind, name = self._parse(key)
         except Invalid:
             return False
+        if action == "create":
+            return self._may(user, "create", kind, ns)
         verb = "delete" if action == "delete" else "patch"
         return self._may(user, verb, kind, ns, name)
 

@@ -86,8 +86,9 @@ class Source(Protocol):
         ...
 
     def may(self, user: User, key: str, action: str) -> bool:
-        """Whether the user may do `action` to the job, as far as the source can tell beforehand: a page
-        offers only these (the write itself is still judged where it is made)."""
+        """Whether the user may do `action` (one of `actions`, or "create" of the job `key` names) as far as
+        the source can tell beforehand: a page offers only these (the write itself is still judged where
+        it is made)."""
         ...
 
     def act(self, user: User, key: str, action: str) -> str:
