@@ -196,13 +196,13 @@ def test_a_user_who_may_list_only_namespace_a_sees_nothing_of_namespace_b(
     forged = page.request.post(f"{ui}action/delete/{namespace.name}/PyTorchJob/visible", form={"csrf": csrf})
     assert forged.status == 403
     assert namespace.exists("pytorchjob/visible")
+    page.screenshot(path=artifacts / "cluster-rbac.png", full_page=True)
     page.goto(f"{ui}new?kind=PyTorchJob")
     page.fill("input[name=namespace]", namespace.name)
-    expect(page.locator("#buttons")).to_contain_text(
-        f"You may not create PyTorchJobs in namespace {namespace.name}"
-    )
+    refused = f"You may not create PyTorchJobs in namespace {namespace.name}"
+    expect(page.locator("#buttons")).to_contain_text(refused)
     expect(page.locator("button[value=create]")).to_have_count(0)
-    page.screenshot(path=artifacts / "cluster-rbac.png", full_page=True)
+    page.screenshot(path=artifacts / "cluster-wizard-read-only.png", full_page=True)
     stack.kubectl("delete", "namespace", other.name, "--wait=false", check=False)
 
 
