@@ -6,21 +6,35 @@ Cases: the cluster source with N jobs in its watched summary (each user's access
 the first page), the first page, a filtered page and the last page; and the local source over N run
 folders (`run.json` files, re-read only when they change). Server time is the WSGI app's, bytes in to bytes
 out (flask's test client). Memory: the Python heap the summaries take (tracemalloc) and the process RSS.
+
+Then `trainop ui --cluster` as the chart runs it (gunicorn, one worker) over a fake apiserver that lists
+the N jobs: the first page over HTTP (client time, loopback), and the worker process's RSS with the N
+jobs watched, idle and with every allowed event stream (64) open.
 Target: bench/README.md#targets.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
 import json
+import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -60,7 +74,7 @@ def cluster(n: int) -> tuple[Cluster, float]:
     heap = (tracemalloc.get_traced_memory()[0] - before) / 2**20
     tracemalloc.stop()
     # As after a user's first page: the access review's answer is cached for ACCESS_SECONDS.
-    source.access[("", (), "PyTorchJob", "")] = (time.monotonic() + 3600, True)
+    source.access[("", (), "list", "PyTorchJob", "", "")] = (time.monotonic() + 3600, True)
     return source, heap
 
 
@@ -83,6 +97,115 @@ def timed(client: Any, url: str, repeat: int) -> tuple[float, float, int]:
     return statistics.median(times), times[int(len(times) * 0.95) - 1], size
 
 
+def fake_apiserver(items: list[dict[str, Any]]) -> ThreadingHTTPServer:
+    """Lists `items` as the PyTorchJobs, holds watches open, allows every access review."""
+    listed = json.dumps({"items": items, "metadata": {"resourceVersion": "1"}}).encode()
+    empty = json.dumps({"items": [], "metadata": {"resourceVersion": "1"}}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if "watch=1" in self.path:
+                self.send_response(200)
+                self.end_headers()
+                time.sleep(600)
+                return
+            self._send(listed if "pytorchjobs" in self.path else empty)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send(b'{"status": {"allowed": true}}')
+
+        def _send(self, body: bytes) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@contextlib.contextmanager
+def served(n: int, folder: Path) -> Iterator[tuple[str, int]]:
+    """`trainop ui --cluster` under gunicorn over N jobs: its URL and worker's pid, once all are listed."""
+    api = fake_apiserver(jobs(n))
+    kubeconfig = folder / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{api.server_address[1]}"}}],
+        "users": [{"name": "ui", "user": {"token": "fake"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "ui"}}],
+    }))  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--port", "0"],
+        cwd=Path(__file__).resolve().parents[1], env={**os.environ, "TRAINOP_KUBECONFIG": str(kubeconfig)},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = next(line for line in proc.stdout if " at http://" in line).split(" at ", 1)[1].split()[0]
+        last = f"job-{n - 1:05d}"
+        while last not in http_get(url, f"/?sort=name&order=desc&q={last}")[1]:
+            time.sleep(0.2)
+        (worker,) = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        yield url, int(worker)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        api.shutdown()
+
+
+def http_get(url: str, path: str) -> tuple[float, str]:
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    start = time.perf_counter()
+    conn.request("GET", path)
+    body = conn.getresponse().read().decode()
+    elapsed = (time.perf_counter() - start) * 1000
+    conn.close()
+    return elapsed, body
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def gunicorn_case(n: int, repeat: int) -> tuple[list[tuple[str, float, float, int]], float, float]:
+    with tempfile.TemporaryDirectory() as folder, served(n, Path(folder)) as (url, worker):
+        times = sorted(http_get(url, "/")[0] for _ in range(repeat))
+        size = len(http_get(url, "/")[1])
+        idle = rss_mib(worker)
+        parts = urllib.parse.urlsplit(url)
+        streams = []
+        for _ in range(Settings.max_streams):
+            conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+            conn.request("GET", "/stream/list")
+            answer = conn.getresponse()
+            assert answer.status == 200, answer.status
+            answer.readline()
+            streams.append(conn)
+        time.sleep(2)  # every stream has polled the summary at least once
+        busy = rss_mib(worker)
+        during = sorted(http_get(url, "/")[0] for _ in range(repeat))
+        for conn in streams:
+            conn.close()
+    rows = [
+        ("gunicorn over HTTP, first page", statistics.median(times), times[int(len(times) * 0.95) - 1], size),
+        (f"gunicorn over HTTP, first page, {Settings.max_streams} streams open",
+         statistics.median(during), during[int(len(during) * 0.95) - 1], size),
+    ]  # fmt: skip
+    return rows, idle, busy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=2000)
@@ -99,6 +222,8 @@ def main() -> None:
         local = create_app(runs(args.jobs, Path(folder) / "runs"), Settings()).test_client()
         rows.append(("local runs, first page", *timed(local, "/", args.repeat)))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    served_rows, idle, busy = gunicorn_case(args.jobs, args.repeat)
+    rows += served_rows
     print(f"{args.jobs} jobs, {args.repeat} requests per case")
     print(f"| Case | p50 | p95 | p95 / {TARGET_MS:.0f} ms | page bytes |")
     print("| --- | --- | --- | --- | --- |")
@@ -106,7 +231,10 @@ def main() -> None:
         print(f"| {label} | {p50:.1f} ms | {p95:.1f} ms | {p95 / TARGET_MS:.2f} | {size:,} |")
     print(f"\nsummary of {args.jobs} jobs in the cluster source: {heap:.1f} MiB of Python heap")
     print(f"peak RSS of this process (both sources, {args.jobs} run folders parsed): {rss:.0f} MiB")
-    print(json.dumps({"heap_mib": round(heap, 1), "rss_mib": round(rss)}))
+    print(f"gunicorn worker of `trainop ui --cluster`, {args.jobs} jobs watched: RSS {idle:.0f} MiB idle, "
+          f"{busy:.0f} MiB with {Settings.max_streams} event streams open")  # fmt: skip
+    print(json.dumps({"heap_mib": round(heap, 1), "rss_mib": round(rss), "worker_idle_mib": round(idle),
+                      "worker_streams_mib": round(busy)}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ server runs for months.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import ssl
@@ -35,6 +36,7 @@ class ApiError(Exception):
     def __init__(self, method: str, path: str, status: int, message: str) -> None:
         super().__init__(f"{method} {path}: {status} {message}")
         self.status = status
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,8 @@ class KubeClient:
     timeout: float = 10.0
     # Sent with every write, so managedFields say which server wrote a field; None sends none.
     field_manager: str | None = None
-    # Sent with every request: the web UI's Impersonate-User and Impersonate-Group, so RBAC judges the user.
+    # Sent with every request, one line per pair even when a name repeats: the web UI's Impersonate-User
+    # and an Impersonate-Group per group, so RBAC judges the user with all their groups.
     headers: tuple[tuple[str, str], ...] = ()
 
     def get(self, path: str) -> Json | None:
@@ -89,9 +92,7 @@ class KubeClient:
         token = self._token()
         if token:
             request.add_header("Authorization", f"Bearer {token}")
-        for name, value in self.headers:
-            request.add_header(name, value)
-        return _opener(self.context).open(request, timeout=timeout or self.timeout)
+        return _opener(self.context, self.headers).open(request, timeout=timeout or self.timeout)
 
     def _token(self) -> str | None:
         if self.token_file is not None:
@@ -158,11 +159,41 @@ def _file(entry: Json, key: str, directory: Path) -> str | None:
     return str(value) if value else None
 
 
-def _opener(context: ssl.SSLContext) -> urllib.request.OpenerDirector:
+def _opener(
+    context: ssl.SSLContext, headers: tuple[tuple[str, str], ...] = ()
+) -> urllib.request.OpenerDirector:
     # Never through an HTTP proxy from the environment: the apiserver is reached directly.
-    return urllib.request.build_opener(
-        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
-    )
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _HeadersHandler(context, headers))
+
+
+class _HeadersHandler(urllib.request.HTTPSHandler):
+    """HTTP(S) that sends `headers` one line each. urllib keeps a request's headers in a dict, one value
+    per name, but the apiserver takes each Impersonate-Group line as one group (a comma is part of it)."""
+
+    handler_order = urllib.request.HTTPHandler.handler_order - 1  # before urllib's plain-HTTP handler
+    http_request = urllib.request.AbstractHTTPHandler.do_request_
+
+    def __init__(self, context: ssl.SSLContext, headers: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(context=context)
+        self.context = context
+        self.extra = headers
+
+    def _connection(self, base: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+        extra = self.extra
+
+        class Connection(base):  # type: ignore[valid-type,misc]
+            def endheaders(self, *args: Any, **kwargs: Any) -> None:
+                for name, value in extra:
+                    self.putheader(name, value)
+                super().endheaders(*args, **kwargs)
+
+        return Connection
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(self._connection(http.client.HTTPConnection), req)
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(self._connection(http.client.HTTPSConnection), req, context=self.context)
 
 
 def _status_message(exc: urllib.error.HTTPError) -> str:

@@ -16,6 +16,7 @@ from tests.api.test_manifests import (
     without_labels,
 )
 from trainop.frameworks import KINDS
+from trainop.ui.links import load_links
 
 # The release and chart are both "trainop" (helm_template), so the UI's objects are "trainop-ui".
 UI = "trainop-ui"
@@ -102,3 +103,23 @@ def test_the_kustomize_component_installs_what_the_chart_renders(helm: tuple[str
             }
         else:
             assert without_labels(doc) == without_labels(theirs)
+
+
+def values_links_example() -> str:
+    """The commented `ui.links` example of values.yaml, uncommented."""
+    text = (Path(__file__).resolve().parents[2] / "charts" / "trainop" / "values.yaml").read_text()
+    block = text.split("# example:start\n", 1)[1].split("# example:end", 1)[0]
+    return "\n".join(line.strip().removeprefix("# ") for line in block.splitlines())
+
+
+def test_the_values_grafana_example_links_the_job_pre_selected(tmp_path: Path) -> None:
+    links = tmp_path / "links.yaml"
+    links.write_text(values_links_example())
+    by_scope = {link.scope: link for link in load_links(links)}
+    assert sorted(by_scope) == ["job", "pod", "replica"]
+    job = {"metadata": {"namespace": "team-a", "name": "mnist"}}
+    assert "var-namespace=team-a&var-job=mnist&" in by_scope["job"].expand(job)
+    pod = {"metadata": {"namespace": "team-a", "name": "mnist-worker-0"}, "job": job}
+    assert "var-pod=mnist-worker-0" in by_scope["pod"].expand(pod)
+    replica = {**job, "replica": {"type": "Worker"}}
+    assert "var-job=mnist&var-replica=Worker" in by_scope["replica"].expand(replica)

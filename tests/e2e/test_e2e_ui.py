@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,11 +37,10 @@ def browser() -> Iterator[Browser]:
         yield b
 
 
-def as_user(browser: Browser, user: str) -> Page:
-    """A page whose every request carries the header an authenticating proxy would add."""
-    context = browser.new_context(
-        viewport={"width": 1280, "height": 900}, extra_http_headers={"X-Forwarded-User": user}
-    )
+def as_user(browser: Browser, user: str, groups: tuple[str, ...] = ()) -> Page:
+    """A page whose every request carries the headers an authenticating proxy would add."""
+    headers = {"X-Forwarded-User": user, **({"X-Forwarded-Groups": ",".join(groups)} if groups else {})}
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers)
     return context.new_page()
 
 
@@ -54,13 +54,20 @@ def ui(stack: TrainopStack) -> Iterator[str]:
     }  # fmt: skip
     stack.kubectl("apply", "-f", "-", input=json.dumps(binding))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--auth", "proxy", "--writable", "--port=0"],
+        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--auth", "proxy",
+         "--groups-header", "X-Forwarded-Groups", "--writable", "--port=0"],
         cwd=REPO, env={**os.environ, "TRAINOP_KUBECONFIG": str(stack.kubeconfig)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert " at http://" in line, line + proc.stdout.read()
+    seen = []
+    for line in proc.stdout:  # gunicorn logs its start before the line with the address
+        seen.append(line)
+        if " at http://" in line:
+            break
+    else:
+        raise AssertionError("".join(seen))
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # never block gunicorn on a full pipe
     yield line.split(" at ", 1)[1].split()[0]
     proc.terminate()
     proc.wait(timeout=30)
@@ -182,9 +189,49 @@ def test_a_user_who_may_list_only_namespace_a_sees_nothing_of_namespace_b(
     assert other.name not in page.locator("select[name=namespace]").inner_text()
     assert page.goto(f"{ui}job/{other.name}/PyTorchJob/hidden").status in (403, 404)
     page.goto(f"{ui}job/{namespace.name}/PyTorchJob/visible")
+    # The UI is writable, but this user may not patch or delete: no write control is offered.
+    expect(page.locator("h1")).to_contain_text("visible")
+    expect(page.locator("div.actions button")).to_have_count(0)
     csrf = page.get_attribute("meta[name=csrf-token]", "content") or ""
     forged = page.request.post(f"{ui}action/delete/{namespace.name}/PyTorchJob/visible", form={"csrf": csrf})
     assert forged.status == 403
     assert namespace.exists("pytorchjob/visible")
     page.screenshot(path=artifacts / "cluster-rbac.png", full_page=True)
+    page.goto(f"{ui}new?kind=PyTorchJob")
+    page.fill("input[name=namespace]", namespace.name)
+    refused = f"You may not create PyTorchJobs in namespace {namespace.name}"
+    expect(page.locator("#buttons")).to_contain_text(refused)
+    expect(page.locator("button[value=create]")).to_have_count(0)
+    page.screenshot(path=artifacts / "cluster-wizard-read-only.png", full_page=True)
     stack.kubectl("delete", "namespace", other.name, "--wait=false", check=False)
+
+
+def test_a_user_whose_access_comes_through_their_second_group_sees_and_opens_the_job(
+    ui: str, browser: Browser, namespace: Namespace, artifacts: Path
+) -> None:
+    user, group = f"bob-{uuid.uuid4().hex[:6]}", f"ml-{uuid.uuid4().hex[:6]}"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "group-reader"},
+        "rules": [
+            {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]},
+        ],
+    }  # fmt: skip
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "group-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "group-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+    }  # fmt: skip
+    namespace.apply(role)
+    namespace.apply(binding)
+    namespace.apply(pytorch("by-group", run_for=None))
+    namespace.wait_for("pytorchjob/by-group", "Created")
+    without = as_user(browser, user, ("unrelated",))
+    assert without.goto(f"{ui}job/{namespace.name}/PyTorchJob/by-group").status in (403, 404)
+    page = as_user(browser, user, ("unrelated", group))
+    page.goto(f"{ui}?namespace={namespace.name}")
+    expect(page.locator("table.jobs")).to_contain_text("by-group")
+    assert page.goto(f"{ui}job/{namespace.name}/PyTorchJob/by-group").status == 200
+    expect(page.locator("h1")).to_contain_text("by-group")
+    page.screenshot(path=artifacts / "cluster-second-group.png", full_page=True)

@@ -21,6 +21,8 @@ import json
 import re
 import socket
 import ssl
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -326,6 +328,163 @@ def test_the_hooks_network_policy_admits_the_bundled_metacontroller_and_no_other
     assert admitted(metacontroller), metacontroller["metadata"]["labels"]
     for other in [*release.component_pods("webhooks"), *release.component_pods("hooks")]:
         assert not admitted(other), other["metadata"]["name"]
+
+
+# --------------------------------------------------------------------------------------------- web UI
+# `helm upgrade` of the same release with the UI on, in proxy mode, as docs/ui.md says to open it on a
+# cluster; reached through its Service's ClusterIP from the node, as a proxy in the pod network would.
+
+UI = f"{RELEASE}-ui"
+UI_SA = f"system:serviceaccount:{NAMESPACE}:{UI}"
+PROXY_LABELS = {"app": "ui-proxy"}
+
+
+@pytest.fixture(scope="module")
+def ui_release(release: InClusterRelease) -> InClusterRelease:
+    release.upgrade([
+        "ui.enabled=true",
+        "ui.auth.groupsHeader=X-Forwarded-Groups",
+        "ui.networkPolicy.from[0].podSelector.matchLabels.app=ui-proxy",
+    ])  # fmt: skip
+    return release
+
+
+def ui_get(node: NodeControlPlane, path: str, user: str, groups: str = "") -> tuple[int, str, str]:
+    """Status, content type and body of a GET through the UI's Service, with the proxy's headers."""
+    service = node.get_json(f"service/{UI}", "-n", NAMESPACE)
+    headers = {"X-Forwarded-User": user, **({"X-Forwarded-Groups": groups} if groups else {})}
+    request = urllib.request.Request(f"http://{service['spec']['clusterIP']}:80{path}", headers=headers)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as answer:
+            if answer.headers.get_content_type() == "text/event-stream":
+                return (
+                    answer.status,
+                    "text/event-stream",
+                    answer.readline().decode() + answer.readline().decode(),
+                )
+            return answer.status, answer.headers.get_content_type(), answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get_content_type(), exc.read().decode()
+
+
+def suspended_job(ns: Namespace, name: str) -> None:
+    obj = job("PyTorchJob", name=name, namespace=ns.name, Master=1)
+    obj["spec"]["runPolicy"] = {"suspend": True}  # listed, never scheduled: no image is pulled
+    ns.create(obj)
+
+
+def test_a_proxy_user_sees_through_the_ui_service_the_job_their_view_role_shows(
+    ui_release: InClusterRelease, node: NodeControlPlane, ns: Namespace
+) -> None:
+    user = f"viewer-{uuid.uuid4().hex[:6]}"
+    ns.kubectl("create", "rolebinding", "ui-viewer", "--clusterrole=view", f"--user={user}")
+    suspended_job(ns, "listed")
+    node.wait_until(
+        "the job in the viewer's list",
+        lambda: "listed" in ui_get(node, f"/?namespace={ns.name}", user)[2],
+        timeout=60,
+    )
+    status, _, page = ui_get(node, f"/job/{ns.name}/PyTorchJob/listed", user)
+    assert status == 200 and "listed" in page
+    stranger_status, _, stranger_list = ui_get(node, f"/?namespace={ns.name}", f"stranger-{user}")
+    assert stranger_status == 200 and "listed" not in stranger_list
+    assert ui_get(node, f"/job/{ns.name}/PyTorchJob/listed", f"stranger-{user}")[0] in (403, 404)
+
+
+def test_a_ui_user_granted_access_through_their_second_group_sees_the_job(
+    ui_release: InClusterRelease, node: NodeControlPlane, ns: Namespace
+) -> None:
+    group = f"ml-{uuid.uuid4().hex[:6]}"
+    ns.kubectl("create", "rolebinding", "ui-group", "--clusterrole=view", f"--group={group}")
+    suspended_job(ns, "by-group")
+    node.wait_until(
+        "the job in the list of the group's member",
+        lambda: "by-group" in ui_get(node, f"/?namespace={ns.name}", "carol", f"unrelated,{group}")[2],
+        timeout=60,
+    )
+    assert ui_get(node, f"/job/{ns.name}/PyTorchJob/by-group", "carol", f"unrelated,{group}")[0] == 200
+    assert ui_get(node, f"/job/{ns.name}/PyTorchJob/by-group", "carol", "unrelated")[0] in (403, 404)
+
+
+def test_a_jobs_page_in_the_ui_shows_its_pods_log_from_the_kubelet(
+    ui_release: InClusterRelease, node: NodeControlPlane, ns: Namespace
+) -> None:
+    user = f"viewer-{uuid.uuid4().hex[:6]}"
+    ns.kubectl("create", "rolebinding", "ui-viewer", "--clusterrole=view", f"--user={user}")
+    obj = job("PyTorchJob", name="logged", namespace=ns.name, Master=1)
+    (container,) = obj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    image = example("pytorch").job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    container.update(image=image[0]["image"], command=["python3", "-c", "print('hello from the kubelet')"])
+    ns.create(obj)
+    ns.wait_for("pytorchjobs/logged", "Succeeded", timeout=180)
+    status, _, page = ui_get(node, f"/job/{ns.name}/PyTorchJob/logged", user)
+    assert status == 200
+    assert "[master-0] hello from the kubelet" in page, page[-3000:]
+
+
+def test_the_ui_streams_events_through_its_service(
+    ui_release: InClusterRelease, node: NodeControlPlane
+) -> None:
+    status, kind, first = ui_get(node, "/stream/list", "anyone")
+    assert (status, kind) == (200, "text/event-stream")
+    assert first.startswith("retry: 2000")
+
+
+def test_the_ui_pod_is_gunicorn_with_one_worker_as_uid_65532_on_a_read_only_root(
+    ui_release: InClusterRelease, node: NodeControlPlane
+) -> None:
+    (pod,) = ui_release.component_pods("ui")
+    assert pod["spec"]["nodeName"] == NODE_NAME
+    pid = container_pid(node, pod)
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"ui" in argv and b"--cluster" in argv and b"--auth=proxy" in argv
+    workers = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert len(workers) == 1, workers
+    log = ui_release.logs("ui")
+    # (the log names the worker's pid in the pod's own pid namespace, not the node's)
+    assert "Starting gunicorn" in log and log.count("Booting worker with pid") == 1, log
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    assert fields["Uid"].split() == ["65532"] * 4, fields["Uid"]
+    assert fields["CapEff"].strip() == "0000000000000000", fields["CapEff"]
+    assert "ro" in root_mount_options(pid)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "allowed"),
+    [
+        ("list", "pytorchjobs.kubeflow.org", True),
+        ("watch", "tfjobs.kubeflow.org", True),
+        ("impersonate", "users", True),
+        ("impersonate", "groups", True),
+        ("delete", "pytorchjobs.kubeflow.org", False),
+        ("patch", "pytorchjobs.kubeflow.org", False),
+        ("list", "pods", False),
+        ("get", "secrets", False),
+        ("create", "tokenreviews.authentication.k8s.io", False),
+    ],
+)
+def test_the_ui_service_account_may_watch_jobs_and_impersonate_and_nothing_else(
+    ui_release: InClusterRelease, node: NodeControlPlane, verb: str, resource: str, allowed: bool
+) -> None:
+    answer = node.kubectl("auth", "can-i", verb, resource, "-A", f"--as={UI_SA}", check=False).stdout.strip()
+    assert answer == ("yes" if allowed else "no")
+
+
+def test_the_ui_network_policy_admits_only_the_configured_proxy_to_the_ui_pod(
+    ui_release: InClusterRelease, node: NodeControlPlane
+) -> None:
+    policy = node.get_json(f"networkpolicy/{UI}", "-n", NAMESPACE)["spec"]
+    (pod,) = ui_release.component_pods("ui")
+    assert selector_matches(policy["podSelector"], pod["metadata"]["labels"])
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    assert [p["port"] for p in rule["ports"]] == ["http"]
+    ns_labels = node.get_json(f"namespace/{NAMESPACE}")["metadata"]["labels"]
+    proxy = {"metadata": {"namespace": NAMESPACE, "labels": PROXY_LABELS}}
+    assert any(peer_admits(peer, NAMESPACE, proxy, ns_labels) for peer in rule["from"])
+    for other in [*ui_release.component_pods("hooks"), *ui_release.component_pods("webhooks")]:
+        assert not any(peer_admits(peer, NAMESPACE, other, ns_labels) for peer in rule["from"])
 
 
 # --------------------------------------------------------------------------------------------- uninstall

@@ -82,3 +82,10 @@ def write_run(
 
 def pytorch(name: str, namespace: str = "default") -> Json:
     return job("PyTorchJob", name, namespace, Master=1, Worker=2)
+
+
+def record_tensorboard(workdir: Path, board: object) -> None:
+    """What `trainop run --tensorboard` adds to its run.json: {"url": "http://127.0.0.1:PORT/"}."""
+    record = json.loads((workdir / "run.json").read_text())
+    record["tensorboard"] = board
+    (workdir / "run.json").write_text(json.dumps(record))

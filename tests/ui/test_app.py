@@ -6,11 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
+from flask import Flask, request
 
-from tests.ui.helpers import pod, pytorch, with_status, write_run
+from tests.ui.helpers import pod, pytorch, record_tensorboard, with_status, write_run
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.ui.app import Settings, create_app, row_id
-from trainop.ui.auth import AuthSettings
+from trainop.ui.auth import Authenticator, AuthSettings
 from trainop.ui.links import Link
 from trainop.ui.runs import Runs
 
@@ -218,9 +219,83 @@ def test_the_wizard_downloads_the_job_as_yaml(root: Path):
     assert "kind: PyTorchJob" in answer.text and "image: python:3.11" in answer.text
 
 
-def test_a_local_run_shows_no_tensorboard_link_as_trainop_run_starts_none(root: Path):
+def test_a_local_run_with_only_the_annotation_shows_no_tensorboard_link(root: Path):
     obj = pytorch("a")
     obj["metadata"]["annotations"] = {TENSORBOARD: "pvc://logs"}
     write_run(root, "a", obj)
     c = client(root)
     assert "TensorBoard" not in c.get("/").text and "TensorBoard" not in c.get("/job/a").text
+
+
+def test_a_local_runs_recorded_tensorboard_is_linked_on_its_row_and_its_page(root: Path):
+    folder = write_run(root, "a", pytorch("a"))
+    record_tensorboard(folder, {"url": "http://127.0.0.1:6123/"})
+    c = client(root)
+    link = '<a href="http://127.0.0.1:6123/" rel="noopener" target="_blank">TensorBoard</a>'
+    assert link in c.get("/").text
+    assert link in c.get("/job/a").text
+
+
+@pytest.mark.parametrize("board", [{"url": "javascript:alert(1)"}, {"url": 6006}, "http://127.0.0.1:1/"])
+def test_a_recorded_tensorboard_that_is_not_an_http_address_is_not_linked(root: Path, board: object):
+    record_tensorboard(write_run(root, "a", pytorch("a")), board)
+    c = client(root)
+    assert "TensorBoard" not in c.get("/").text and "TensorBoard" not in c.get("/job/a").text
+
+
+def test_proxy_groups_are_read_from_every_line_of_the_groups_header():
+    auth = Authenticator(AuthSettings("proxy", "X-Forwarded-User", "X-Forwarded-Groups"))
+    groups = [("X-Forwarded-Groups", "ml, readers"), ("X-Forwarded-Groups", "b")]
+    headers = [("X-Forwarded-User", "alice"), *groups]
+    with Flask(__name__).test_request_context(headers=headers):
+        assert auth.user(request).groups == ("ml", "readers", "b")
+
+
+LINKS = (
+    Link("Grafana", "job", "https://grafana.example/d/jobs?var-namespace=${metadata.namespace}&var-job=${metadata.name}"),
+    Link("Replica logs", "replica", "https://logs.example/?job=${metadata.name}&type=${replica.type}"),
+    Link("Pod metrics", "pod", "https://grafana.example/d/pod?var-pod=${metadata.name}&var-job=${job.metadata.name}"),
+)  # fmt: skip
+
+
+def test_a_jobs_page_shows_its_job_links(root: Path):
+    write_run(root, "a", pytorch("mnist", "team-a"), pods=[pod("mnist-worker-0")])
+    page = client(root, links=LINKS).get("/job/a").text
+    assert 'href="https://grafana.example/d/jobs?var-namespace=team-a&amp;var-job=mnist"' in page
+
+
+def test_replica_links_are_expanded_per_replica_type_on_a_jobs_page(root: Path):
+    write_run(root, "a", with_status(pytorch("mnist", "team-a"), ("Running", "R"), replicaStatuses={
+        "Master": {"active": 1}, "Worker": {"active": 2}}), pods=[pod("mnist-worker-0")])  # fmt: skip
+    page = client(root, links=LINKS).get("/job/a").text
+    assert 'href="https://logs.example/?job=mnist&amp;type=Master"' in page
+    assert 'href="https://logs.example/?job=mnist&amp;type=Worker"' in page
+
+
+def test_pod_links_are_expanded_over_each_pod_and_its_job(root: Path):
+    write_run(root, "a", pytorch("mnist", "team-a"), pods=[pod("mnist-worker-0"), pod("mnist-worker-1")])
+    page = client(root, links=LINKS).get("/job/a").text
+    assert 'href="https://grafana.example/d/pod?var-pod=mnist-worker-0&amp;var-job=mnist"' in page
+    assert 'href="https://grafana.example/d/pod?var-pod=mnist-worker-1&amp;var-job=mnist"' in page
+
+
+def test_replica_and_pod_links_are_not_on_the_list(root: Path):
+    write_run(root, "a", pytorch("mnist", "team-a"), pods=[pod("mnist-worker-0")])
+    html = client(root, links=LINKS).get("/").text
+    assert "grafana.example/d/jobs" in html
+    assert "logs.example" not in html and "grafana.example/d/pod" not in html
+
+
+def test_the_wizard_offers_every_accelerator_profile_per_replica_type(root: Path):
+    page = client(root).get("/new?kind=PyTorchJob").text
+    for rtype in ("Master", "Worker"):
+        assert f'name="{rtype}.accelerator"' in page and f'name="{rtype}.acceleratorCount"' in page
+    assert '<option value="nvidia-gke-l4"' in page and '<option value="tpu-v5e-2x4"' in page
+
+
+def test_the_wizard_shows_an_unknown_profiles_message_at_its_field(root: Path):
+    form = {"kind": "PyTorchJob", "name": "a", "Worker.replicas": "1", "Worker.image": "python:3.11",
+            "Worker.accelerator": "no-such-gpu", "do": "check"}  # fmt: skip
+    page = client(root).post("/new", data=form).text
+    at_field = r'id="err-Worker-accelerator">[^<]*&#34;no-such-gpu&#34;: unknown accelerator profile'
+    assert re.search(at_field, page)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import re
 import ssl
 import threading
 from collections.abc import Iterator
@@ -17,7 +19,8 @@ from trainop.controller.podgroups import KUBERNETES_KEY, PLUGINS_KEY, VOLCANO_KE
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.kubeclient import KubeClient
 from trainop.ui.app import Settings, create_app
-from trainop.ui.cluster import Cluster
+from trainop.ui.auth import AuthSettings
+from trainop.ui.cluster import Cluster, field_errors
 from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API
 from trainop.ui.source import Container, NotAllowed, User
 from trainop.ui.summary import summarize
@@ -39,6 +42,8 @@ class FakeApi:
         self.writes: list[str] = []  # method and path with its query, of every request but a GET
         self.served: set[str] = set()  # group/versions the cluster serves beyond the built-in ones
         self.forbidden: set[str] = set()  # resources (plural) nobody may read
+        self.writers: set[str] = set()  # users who may create, patch and delete jobs
+        self.refusal = ""  # the message a create of a job is refused with (422), if any
         self.app = Flask(__name__)
         self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
 
@@ -48,8 +53,10 @@ class FakeApi:
             query = request.query_string.decode()
             self.writes.append(f"{request.method} /{path}" + (f"?{query}" if query else ""))
         if path == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
-            ns = request.get_json()["spec"]["resourceAttributes"].get("namespace", "")
-            return {"status": {"allowed": ns in self.listable}}
+            attributes = request.get_json()["spec"]["resourceAttributes"]
+            if attributes["verb"] in ("patch", "delete", "create"):
+                return {"status": {"allowed": request.headers.get("Impersonate-User") in self.writers}}
+            return {"status": {"allowed": attributes.get("namespace", "") in self.listable}}
         if path.endswith("/configmaps") and request.method == "POST":
             name = request.get_json()["metadata"]["name"]
             if name in self.config_maps:
@@ -57,6 +64,8 @@ class FakeApi:
             return Response(json.dumps(request.get_json()), 201)
         if "/configmaps/" in path and request.method == "PATCH":
             return {}
+        if path.endswith("pytorchjobs") and request.method == "POST" and self.refusal:
+            return Response(json.dumps({"kind": "Status", "code": 422, "message": self.refusal}), 422)
         if path.endswith("pytorchjobs") and request.method == "POST":
             return Response(json.dumps(request.get_json()), 201)
         if path.endswith("pytorchjobs/secret"):
@@ -141,6 +150,34 @@ def test_a_proxy_users_calls_carry_the_impersonation_headers(api: tuple[FakeApi,
         assert headers["Impersonate-Group"] == "team-a"
 
 
+class HeaderLines(http.server.BaseHTTPRequestHandler):
+    """Records each request's Impersonate-Group lines as sent: a WSGI server would join them with commas."""
+
+    seen: list[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.headers.get_all("Impersonate-Group") or [])
+        body = json.dumps({"items": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_every_group_of_a_proxy_user_is_impersonated_on_a_line_of_its_own() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HeaderLines)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = KubeClient(server=f"http://127.0.0.1:{server.server_port}", context=ssl.create_default_context())
+    try:
+        Cluster(client).as_user(User("alice", ("team-a", "ml,readers", "system:authenticated"))).get("/x")
+    finally:
+        server.shutdown()
+    assert HeaderLines.seen == [["team-a", "ml,readers", "system:authenticated"]]
+
+
 def test_a_token_users_calls_carry_their_own_token_and_no_impersonation(api: tuple[FakeApi, Cluster]) -> None:
     fake, cluster = api
     cluster.detail(User("bob", (), "bobs-token"), "team-a/PyTorchJob/mnist")
@@ -212,6 +249,43 @@ def test_an_examples_job_is_judged_then_its_configmap_then_the_job_created(api: 
     ]
 
 
+WORKER_IMAGE = "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image"
+
+
+def test_a_webhooks_refusal_on_the_cluster_is_shown_at_each_field_it_names(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.refusal = (
+        'admission webhook "validate.trainop.dev" denied the request: '
+        f"{WORKER_IMAGE}: Required value: the registry allows only signed images; metadata.name: taken"
+    )
+    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    client = create_app(cluster, settings).test_client()
+    headers = {"X-Forwarded-User": "alice"}
+    csrf = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/new", headers=headers).text)
+    assert csrf
+    form = {"kind": "PyTorchJob", "name": "a", "namespace": "team-a", "Worker.replicas": "1",
+            "Worker.image": "python:3.11", "do": "dry-run", "csrf": csrf.group(1)}  # fmt: skip
+    page = client.post("/new", data=form, headers={**headers, "Origin": "http://localhost"}).text
+    assert re.search(r'id="err-Worker-image">Required value: the registry allows only signed images<', page)
+    assert re.search(r'id="err-name">taken<', page)
+
+
+@pytest.mark.parametrize(
+    ("message", "errors"),
+    [
+        ('PyTorchJob.kubeflow.org "a" is invalid: [spec.a: Invalid value: 1: no, spec.b[W].replicas: Needed]',
+         [("spec.a", "Invalid value: 1: no"), ("spec.b[W].replicas", "Needed")]),
+        ('namespaces "nope" not found', [("", 'namespaces "nope" not found')]),
+        ("admission webhook denied the request: the quota is used up", [
+            ("", "admission webhook denied the request: the quota is used up")]),
+    ],
+)  # fmt: skip
+def test_a_refusal_is_split_into_the_fields_it_names_or_kept_whole(
+    message: str, errors: list[tuple[str, str]]
+):
+    assert field_errors(message) == errors
+
+
 def test_a_dry_run_of_an_examples_job_writes_nothing(api: tuple[FakeApi, Cluster]):
     fake, cluster = api
     job, companions = example_job()
@@ -252,6 +326,40 @@ def test_an_empty_tensorboard_template_shows_no_tensorboard_link(api: tuple[Fake
     _, cluster = api
     page = create_app(cluster, Settings(tensorboard_url="")).test_client().get("/job/team-a/PyTorchJob/board")
     assert "TensorBoard" not in page.text
+
+
+def test_a_writable_ui_offers_a_jobs_actions_only_to_users_rbac_lets_do_them(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    fake.writers.add("alice")
+    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    client = create_app(cluster, settings).test_client()
+    page = client.get("/job/team-a/PyTorchJob/mnist", headers={"X-Forwarded-User": "alice"}).text
+    assert (
+        "/action/suspend/team-a/PyTorchJob/mnist" in page and "/action/delete/team-a/PyTorchJob/mnist" in page
+    )
+    page = client.get("/job/team-a/PyTorchJob/mnist", headers={"X-Forwarded-User": "bob"}).text
+    assert "/action/" not in page
+
+
+def test_the_wizard_offers_create_only_to_users_rbac_lets_create_in_the_forms_namespace(
+    api: tuple[FakeApi, Cluster],
+):
+    fake, cluster = api
+    fake.writers.add("alice")
+    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    client = create_app(cluster, settings).test_client()
+    page = client.get("/new?kind=PyTorchJob", headers={"X-Forwarded-User": "alice"}).text
+    assert 'value="create"' in page and 'value="dry-run"' in page
+    page = client.get("/new?kind=PyTorchJob", headers={"X-Forwarded-User": "bob"}).text
+    assert 'value="create"' not in page and 'value="dry-run"' not in page
+    assert "You may not create PyTorchJobs in namespace default." in page
+
+
+def test_whether_a_user_may_act_is_asked_as_the_user_for_that_job(api: tuple[FakeApi, Cluster]):
+    fake, cluster = api
+    cluster.may(User("alice", ("team-a",)), "team-a/PyTorchJob/mnist", "delete")
+    [(_, _, headers)] = [s for s in fake.seen if s[1].endswith("selfsubjectaccessreviews")]
+    assert headers["Impersonate-User"] == "alice"
 
 
 def pending_pods(fake: FakeApi) -> None:

@@ -3,6 +3,7 @@ logs, the wizard, and the actions."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
@@ -228,3 +229,94 @@ def test_the_wizard_starts_from_an_example_and_its_configmap_goes_with_the_run(
     expect(page.locator("[data-part=status]")).to_contain_text("Succeeded", timeout=60_000)
     script = (REPO / "trainop" / "examples" / "pytorch" / "train.py").read_text()
     expect(page.locator("pre.log")).to_contain_text(f"[worker-1] {script.splitlines()[0]}")
+
+
+def luminance(rgb: str) -> float:
+    """Relative luminance (WCAG) of a computed `rgb(r, g, b)` colour."""
+    channels = [int(c) / 255 for c in rgb.removeprefix("rgb(").removesuffix(")").split(",")[:3]]
+    r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(page: Page, selector: str) -> float:
+    """The WCAG contrast ratio of an element's text against the page's background."""
+    fg = page.locator(selector).first.evaluate("e => getComputedStyle(e).color")
+    bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    light, dark = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_a_jobs_page_and_the_wizard_are_readable_in_the_dark_theme(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    finished_run(runs, "mnist", behave("--print", "hi from a worker"))
+    page.emulate_media(color_scheme="dark")
+    url = serve()
+    page.goto(url + "job/mnist")
+    expect(page.locator("svg.timeline")).to_be_visible()
+    # WCAG AA asks 4.5:1 for body text.
+    assert contrast(page, "pre.log") >= 4.5 and contrast(page, "table.pods td") >= 4.5
+    page.screenshot(path=artifacts / "job-dark.png", full_page=True)
+    page.goto(url + "new")
+    assert contrast(page, "label.field") >= 4.5
+    page.screenshot(path=artifacts / "wizard-dark.png", full_page=True)
+
+
+def test_the_list_and_a_jobs_page_are_usable_with_the_keyboard_alone(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    finished_run(runs, "good", behave())
+    finished_run(runs, "bad", behave("--exit", "3"), workers=1, master=behave("--exit", "3"))
+    page.goto(serve())
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Enter")
+    assert page.url.endswith("#main")
+    page.focus("input[name=q]")
+    page.keyboard.type("bad")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(1)
+    # From the search box, Tab walks forward to the one row's link, and Enter opens the job.
+    for _ in range(20):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.closest('table.jobs') !== null"):
+            break
+    assert page.evaluate("document.activeElement.textContent") == "bad"
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none", "the focused link shows no focus ring"
+    page.screenshot(path=artifacts / "list-keyboard.png", full_page=True)
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_contain_text("bad")
+    page.focus("nav.logpick a >> nth=1")
+    page.keyboard.press("Enter")
+    expect(page.locator("nav.logpick a[aria-current=true]")).not_to_contain_text("all, merged")
+
+
+def test_a_runs_recorded_tensorboard_is_linked_from_its_row_and_its_page(
+    page: Page, serve: Serve, runs: Path, artifacts: Path
+) -> None:
+    workdir = finished_run(runs, "boarded", behave())
+    data = record(workdir)
+    # What `trainop run --tensorboard` records at the top of run.json.
+    data["tensorboard"] = {"url": "http://127.0.0.1:6006/"}
+    (workdir / "run.json").write_text(json.dumps(data))
+    url = serve()
+    page.goto(url)
+    link = page.locator("table.jobs tbody tr", has_text="boarded").get_by_role("link", name="TensorBoard")
+    expect(link).to_have_attribute("href", "http://127.0.0.1:6006/")
+    page.screenshot(path=artifacts / "list-tensorboard.png", full_page=True)
+    page.goto(url + "job/boarded")
+    expect(page.locator("p.links").get_by_role("link", name="TensorBoard")).to_have_attribute(
+        "href", "http://127.0.0.1:6006/"
+    )
+
+
+def test_the_wizard_copies_the_kubectl_apply_line_of_the_file_it_downloads(
+    page: Page, serve: Serve, runs: Path
+) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(serve() + "new?kind=PyTorchJob")
+    page.fill("input[name=name]", "copied-job")
+    expect(page.locator("#apply-command")).to_have_text("kubectl apply -f copied-job.yaml")
+    page.click("button[data-copy=apply-command]")
+    expect(page.locator("button[data-copy=apply-command]")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == "kubectl apply -f copied-job.yaml"

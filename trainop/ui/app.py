@@ -13,7 +13,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ from trainop.ui.wizard import (
     RESOURCES,
     RUN_POLICY,
     Form,
+    accelerator_profiles,
     errors_by_field,
     examples_of,
     field_of,
@@ -48,6 +49,8 @@ from trainop.ui.wizard import (
 Json = dict[str, Any]
 HERE = Path(__file__).parent
 TENSORBOARD_URL = "/tensorboard/${metadata.namespace}/${metadata.name}/"
+# Every event stream's path starts so: the server gives those answers the stream's lifetime to finish.
+STREAM_PREFIX = "/stream/"
 # What a browser holds of a followed log; older lines are dropped as new ones come (static/ui.js too).
 LOG_LINES = 2000
 CSP = "; ".join(
@@ -73,6 +76,21 @@ class Settings:
     # The default is the path prefix the TensorBoard serves under, on the UI's own host: for an Ingress
     # in front of both that routes /tensorboard/ to the jobs' TensorBoard Services.
     tensorboard_url: str = TENSORBOARD_URL
+
+
+@dataclass(frozen=True)
+class PageLinks:
+    """A job page's links of a replica type (`${replica.type}` beside the job's fields) or of a pod (the
+    pod's own fields, the job's under `job.`)."""
+
+    job: Json
+    expand: Callable[[Json, str], list[tuple[str, str]]]
+    scopes: set[str]
+
+    def __call__(self, scope: str, thing: Any) -> list[tuple[str, str]]:
+        if scope == "replica":
+            return self.expand({**self.job, "replica": {"type": thing}}, "replica")
+        return self.expand({**thing, "job": self.job}, "pod")
 
 
 def row_id(key: str) -> str:
@@ -123,16 +141,26 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "row_id": row_id,
             "replica_name": replica_name,
             "job_links": job_links,
+            "links_of": links_of,
         }
 
     tensorboard = Link("TensorBoard", "job", settings.tensorboard_url)
 
-    def job_links(obj: Json, scope: str = "job") -> list[tuple[str, str]]:
+    def job_links(obj: Json, scope: str = "job", tensorboard_url: str = "") -> list[tuple[str, str]]:
+        """The links of `scope` over `obj`; a job's TensorBoard first: the one its source knows the address
+        of (`tensorboard_url`, a local run's), else the configured template for a job with the annotation."""
         links = [(link.name, link.expand(obj)) for link in settings.links if link.scope == scope]
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        if scope == "job" and source.tensorboards and settings.tensorboard_url and TENSORBOARD in annotations:
+        if scope != "job":
+            return links
+        if tensorboard_url:
+            links.insert(0, (tensorboard.name, tensorboard_url))
+        elif source.tensorboards and settings.tensorboard_url and TENSORBOARD in annotations:
             links.insert(0, (tensorboard.name, tensorboard.expand(obj)))
         return links
+
+    def links_of(job: Json) -> PageLinks:
+        return PageLinks(job, job_links, {link.scope for link in settings.links})
 
     @app.after_request
     def headers(response: Response) -> Response:
@@ -166,7 +194,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             return render_template("table.html", **context)
         return render_template("list.html", **context)
 
-    @app.get("/stream/list")
+    @app.get(f"{STREAM_PREFIX}list")
     def list_stream() -> Response:
         keys = request.args.getlist("key")[: max(PAGE_SIZES)]
         user = g.user
@@ -198,18 +226,20 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             chosen=chosen,
             lines=lines,
             log_lines=LOG_LINES,
-            actions=[a for a in source.actions if applies(a, detail)] if settings.writable else [],
+            actions=[a for a in source.actions if applies(a, detail) and source.may(g.user, key, a)]
+            if settings.writable
+            else [],
             message=request.args.get("message", ""),
         )
 
-    @app.get("/stream/job/<path:key>")
+    @app.get(f"{STREAM_PREFIX}job/<path:key>")
     def job_stream(key: str) -> Response:
         user = g.user
         detail_or_404(key)
         parts = app.jinja_env.get_template("parts.html")
-        return stream(lambda: _job_events(source, user, key, parts, settings.poll_seconds))
+        return stream(lambda: _job_events(source, user, key, parts, links_of, settings.poll_seconds))
 
-    @app.get("/stream/logs/<path:key>")
+    @app.get(f"{STREAM_PREFIX}logs/<path:key>")
     def log_stream(key: str) -> Response:
         detail = detail_or_404(key)
         chosen = _container(request.args.get("log", ""), detail)
@@ -310,11 +340,17 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "errors": errors,
             "yaml_text": yaml.safe_dump(job, sort_keys=False),
             "resources": RESOURCES,
+            "accelerator_profiles": accelerator_profiles(),
             "run_policy": RUN_POLICY,
             "clean_policies": CLEAN_POLICIES,
             "outcome": outcome,
             "FORM": FORM,
             "create_label": "Start it here" if source.creates == "started" else "Create",
+            # Offered only to a user who may create this kind in the form's namespace.
+            "may_create": settings.writable
+            and source.may(
+                g.user, f"{job['metadata']['namespace']}/{job['kind']}/{job['metadata']['name']}", "create"
+            ),
         }
         if request.headers.get("HX-Request") and request.form.get("do") in (None, "", "check"):
             return render_template("wizard_check.html", fields=[FORM, *form_fields(form.kind)], **context)
@@ -393,7 +429,9 @@ def _list_events(source: Source, user: User, keys: list[str], cells: Any, poll: 
         time.sleep(poll)
 
 
-def _job_events(source: Source, user: User, key: str, parts: Any, poll: float) -> Iterator[str]:
+def _job_events(
+    source: Source, user: User, key: str, parts: Any, links_of: Callable[[Json], PageLinks], poll: float
+) -> Iterator[str]:
     sent: dict[str, str] = {}
     while True:
         detail = source.detail(user, key)
@@ -401,9 +439,10 @@ def _job_events(source: Source, user: User, key: str, parts: Any, poll: float) -
             yield _sse("parts", {"status": "<p>the job is gone</p>"})
             return
         now = datetime.now(UTC)
+        links = links_of(detail.job)
         html = {
-            "status": str(parts.module.status(detail.summary, now)),
-            "pods": str(parts.module.pods(detail, replica_name)),
+            "status": str(parts.module.status(detail.summary, now, links)),
+            "pods": str(parts.module.pods(detail, replica_name, links)),
             "events": str(parts.module.events(detail)),
             "picture": timeline(detail.job, detail.pods, now),
         }

@@ -67,8 +67,9 @@ class Authenticator:
             name = name.removeprefix(self.settings.user_prefix)
             groups: tuple[str, ...] = ()
             if self.settings.groups_header:
-                raw = request.headers.get(self.settings.groups_header, "")
-                groups = tuple(g.strip() for g in raw.split(",") if g.strip())
+                # Comma-separated, on one line or several (proxies do both).
+                lines = request.headers.getlist(self.settings.groups_header)
+                groups = tuple(g.strip() for line in lines for g in line.split(",") if g.strip())
             return User(name, groups)
         header = request.headers.get("Authorization", "")
         token = (

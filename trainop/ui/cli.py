@@ -11,16 +11,18 @@ from typing import Any
 from flask import Flask
 from werkzeug.serving import ThreadedWSGIServer
 
+from trainop.kubeclient import from_env
 from trainop.local.fetch import is_loopback_host
 from trainop.ui.app import TENSORBOARD_URL, Settings, create_app
 from trainop.ui.auth import MODES, AuthSettings
 from trainop.ui.cluster import cluster_source
 from trainop.ui.links import load_links
 from trainop.ui.runs import Runs
-from trainop.ui.source import Source
+from trainop.ui.server import serve_forever
 
 DEFAULT_RUNS = Path("trainop-runs")
-# Open connections served at once; past this a new one gets a 503 at once instead of a thread.
+# Open connections served at once by the local server; past this a new one gets a 503 at once instead
+# of a thread. (A cluster's UI is served by gunicorn: trainop/ui/gunicorn_conf.py.)
 MAX_CONNECTIONS = 128
 
 
@@ -87,7 +89,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 class BoundedServer(ThreadedWSGIServer):
-    """werkzeug's threaded server with a bound on the threads: one per open connection."""
+    """werkzeug's threaded server with a bound on the threads: one per open connection.
+
+    It serves local runs: `trainop run --ui` runs it in a thread of the run's own process, beside the
+    pods it supervises, which gunicorn (a master that forks its workers and owns the process's signals)
+    cannot do; and on 127.0.0.1 for one person, werkzeug's bound is enough."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -126,21 +132,14 @@ def url_of(server: BoundedServer) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
-        source: Source
-        authenticator = None
         if args.cluster:
-            source, authenticator = cluster_source(settings)
-        else:
-            source = Runs(args.runs)
-        app = create_app(source, settings, authenticator)
+            return _serve_cluster(args, settings)
+        app = create_app(Runs(args.runs), settings)
         server = serve(app, args.host, args.port)
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    where = "the cluster" if args.cluster else f"the runs in {args.runs}"
-    mode = "writable" if settings.writable else "read-only"
-    print(f"trainop ui: serving {where} at {url_of(server)} ({mode})")
-    sys.stdout.flush()
+    _say_serving(f"the runs in {args.runs}", url_of(server), settings)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -148,3 +147,21 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _serve_cluster(args: argparse.Namespace, settings: Settings) -> int:
+    """With gunicorn, as in the chart's Deployment: the bounds a UI that serves many users needs."""
+    from_env()  # no credentials: say so here, not from a worker that fails to boot
+
+    def make_app() -> Flask:
+        source, authenticator = cluster_source(settings)
+        return create_app(source, settings, authenticator)
+
+    return serve_forever(
+        make_app, args.host, args.port, lambda url: _say_serving("the cluster", url, settings)
+    )
+
+
+def _say_serving(where: str, url: str, settings: Settings) -> None:
+    mode = "writable" if settings.writable else "read-only"
+    print(f"trainop ui: serving {where} at {url} ({mode})", flush=True)

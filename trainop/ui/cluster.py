@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import re
 import threading
 import time
 import urllib.error
@@ -54,7 +55,7 @@ class Cluster:
         self.client = client
         self.jobs: dict[str, dict[str, Summary]] = {kind: {} for kind in KINDS}
         self.lock = threading.Lock()
-        self.access: dict[tuple[str, tuple[str, ...], str, str], tuple[float, bool]] = {}
+        self.access: dict[tuple[str, tuple[str, ...], str, str, str, str], tuple[float, bool]] = {}
         self.discovery = Discovery(lambda path: self.client.request("GET", path))
 
     # ---- the watched summary ------------------------------------------------------------------------
@@ -99,19 +100,37 @@ class Cluster:
         if not user.name:
             return self.client
         headers = [("Impersonate-User", user.name)]
-        headers += [("Impersonate-Group", g) for g in user.groups[:1]]
+        headers += [("Impersonate-Group", g) for g in user.groups]
         return replace(self.client, headers=tuple(headers))
 
     def may_list(self, user: User, kind: str, namespace: str) -> bool:
         """Whether the user may list `kind` in `namespace` ("" for every namespace), asked as the user."""
-        cache = (user.name or user.token[-12:], user.groups, kind, namespace)
+        return self._may(user, "list", kind, namespace)
+
+    def may(self, user: User, key: str, action: str) -> bool:
+        """Whether the user may create (the wizard; `key` then names the job to be), patch (suspend,
+        resume) or delete the job, asked as the user."""
+        try:
+            ns, kind, name = self._parse(key)
+        except Invalid:
+            return False
+        if action == "create":
+            return self._may(user, "create", kind, ns)
+        verb = "delete" if action == "delete" else "patch"
+        return self._may(user, verb, kind, ns, name)
+
+    def _may(self, user: User, verb: str, kind: str, namespace: str, name: str = "") -> bool:
+        """A SelfSubjectAccessReview made as the user, its answer reused for ACCESS_SECONDS."""
+        cache = (user.name or user.token[-12:], user.groups, verb, kind, namespace, name)
         now = time.monotonic()
         hit = self.access.get(cache)
         if hit and hit[0] > now:
             return hit[1]
-        attributes = {"verb": "list", "group": "kubeflow.org", "resource": kind_info(kind).plural}
+        attributes = {"verb": verb, "group": "kubeflow.org", "resource": kind_info(kind).plural}
         if namespace:
             attributes["namespace"] = namespace
+        if name:
+            attributes["name"] = name
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
@@ -282,7 +301,7 @@ class Cluster:
         except ApiError as exc:
             if exc.status in (401, 403):
                 raise NotAllowed(str(exc)) from None
-            raise Invalid([("", str(exc))]) from None
+            raise Invalid(field_errors(exc.message)) from None
 
     def _apply_config_map(self, user: User, ns: str, config_map: Json, dry_run: bool) -> None:
         """Create it, or, when one of that name is there (an earlier job of the same example), write its
@@ -309,6 +328,29 @@ class Cluster:
             if exc.status in (401, 403):
                 raise NotAllowed(str(exc)) from None
             raise Invalid([("", f"ConfigMap {name}: {exc}")]) from None
+
+
+# What the apiserver puts before the field errors of a refused object: a webhook's denial (our webhook
+# sends the bare `path: detail; path: detail` list) or its own validation (`path: detail, path: detail`,
+# in brackets when there are several).
+_REFUSED = re.compile(r"(?:denied the request|is invalid): (.*)$", re.DOTALL)
+_FIELD_ERROR = re.compile(r"^((?:metadata|spec)(?:\.[\w/-]+|\[[^\]]*\])+): (.+)$", re.DOTALL)
+
+
+def field_errors(message: str) -> list[tuple[str, str]]:
+    """The (field path, message) pairs of a refusal, so each is shown at its field; the whole message, at
+    no field, when it names none."""
+    match = _REFUSED.search(message)
+    if not match:
+        return [("", message)]
+    body = match.group(1).strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    parts = re.split(r"; |, (?=(?:metadata|spec)[.\[])", body)
+    found = [m.groups() for m in map(_FIELD_ERROR.match, parts) if m]
+    if len(found) != len(parts):
+        return [("", message)]
+    return [(path, detail) for path, detail in found]
 
 
 def _event(e: Json) -> Event:

@@ -2,7 +2,8 @@
 
 `${metadata.namespace}` is the value at that dotted path of the object (URL-quoted; empty when absent),
 `${metadata.labels['app.kubernetes.io/name']}` reaches a key with dots. Scope `job` links show on the list
-and the job's page, scope `pod` links beside each pod.
+and the job's page; scope `replica` links beside each replica type of a job's page, over the job's fields
+and `${replica.type}`; scope `pod` links beside each pod, over its fields and the job's under `job.`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 
 Json = dict[str, Any]
-SCOPES = ("job", "pod")
+SCOPES = ("job", "replica", "pod")
 _FIELD = re.compile(r"\$\{([^}]*)\}")
 _PART = re.compile(r"\[['\"]([^'\"]+)['\"]\]|([^.\[\]]+)")
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ POLL_SECONDS = 0.3
 class Runs:
     actions: tuple[str, ...] = ("stop", "delete")
     creates = "started"
-    # `trainop run` starts no TensorBoard, so a run shows no link to one.
+    # The annotation alone makes no TensorBoard here: a run links the one `trainop run --tensorboard`
+    # started and recorded (Summary.tensorboard_url).
     tensorboards = False
 
     def __init__(self, root: Path) -> None:
@@ -155,6 +157,9 @@ class Runs:
         return None
 
     # ---- doing --------------------------------------------------------------------------------------
+    def may(self, user: User, key: str, action: str) -> bool:
+        return True  # the runs folder is this machine user's own
+
     def act(self, user: User, key: str, action: str) -> str:
         folder = self._folder(key)
         record = self._record(folder) if folder else None
@@ -227,7 +232,15 @@ def check(job: Json) -> list[tuple[str, str]]:
 
 def _summary(key: str, record: Json) -> Summary:
     pods = [p for p in record.get("pods") or [] if isinstance(p, dict)]
-    return summarize(record["job"], key, pods)
+    return replace(summarize(record["job"], key, pods), tensorboard_url=_tensorboard_url(record))
+
+
+def _tensorboard_url(record: Json) -> str:
+    """The TensorBoard `trainop run --tensorboard` started, as it recorded it; only an http(s) address is
+    a link (the record is a file anyone who can write the runs folder may edit)."""
+    board = record.get("tensorboard")
+    url = board.get("url") if isinstance(board, dict) else None
+    return url if isinstance(url, str) and url.startswith(("http://", "https://")) else ""
 
 
 def _live(record: Json) -> bool:

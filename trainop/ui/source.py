@@ -85,6 +85,12 @@ class Source(Protocol):
         the caller can notice a closed client; ends when the job can no longer log."""
         ...
 
+    def may(self, user: User, key: str, action: str) -> bool:
+        """Whether the user may do `action` (one of `actions`, or "create" of the job `key` names) as far as
+        the source can tell beforehand: a page offers only these (the write itself is still judged where
+        it is made)."""
+        ...
+
     def act(self, user: User, key: str, action: str) -> str:
         """Do `action` (one of `actions`) to the job; returns what happened, for the page."""
         ...

@@ -43,6 +43,8 @@ class Summary:
     uid: str = ""
     labels: tuple[tuple[str, str], ...] = field(default=())
     tensorboard: str = ""  # the TensorBoard annotation's log directory: the job has a TensorBoard
+    # Where the job's TensorBoard is, when its source knows (a local run's `trainop run --tensorboard`).
+    tensorboard_url: str = ""
 
     def duration(self, now: datetime) -> float | None:
         if self.created is None:

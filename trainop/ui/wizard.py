@@ -22,6 +22,9 @@ from typing import Any
 import yaml
 
 from trainop import examples
+from trainop.extensions.accelerators import ANNOTATION as ACCELERATOR
+from trainop.extensions.accelerators import catalogue
+from trainop.extensions.base import annotation_path
 from trainop.frameworks import KINDS, kind_info
 from trainop.install.schema import schema_errors
 from trainop.ui.runs import check
@@ -31,6 +34,9 @@ Json = dict[str, Any]
 RUN_POLICY = ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
 CLEAN_POLICIES = ("", "None", "Running", "All")
 RESOURCES = (("cpu", "cpu"), ("memory", "memory"), ("gpu", "nvidia.com/gpu"))
+# Per replica type: an accelerator profile and its device count, the `trainop.dev/accelerator.<type>`
+# annotation the admission code resolves into the pod template (docs/accelerators.md).
+ACCELERATOR_FIELDS = ("accelerator", "acceleratorCount")
 LIMIT_KEYS = frozenset(key for _, key in RESOURCES)
 FORM = "form"  # where a message that names no form field goes
 # The kind the wizard starts with: the first in the kind picker.
@@ -110,6 +116,13 @@ class Form:
             for field, key in RESOURCES:
                 if key in limits:
                     values[f"{rtype}.{field}"] = str(limits[key])
+        for key, value in (meta.get("annotations") or {}).items():
+            rtype = str(key).removeprefix(ACCELERATOR + ".")
+            if str(key).startswith(ACCELERATOR + ".") and rtype in info.replica_types:
+                profile, _, count = str(value).partition(":")
+                values[f"{rtype}.accelerator"] = profile
+                if count:
+                    values[f"{rtype}.acceleratorCount"] = count
         run_policy = (job.get("spec") or {}).get("runPolicy") or {}
         for key in (*RUN_POLICY, "cleanPodPolicy"):
             if key in run_policy:
@@ -226,6 +239,22 @@ class Form:
             "namespace": self.get("namespace").strip() or "default",
         }
         metadata |= {k: v for k, v in (base.get("metadata") or {}).items() if k not in metadata}
+        # The form's accelerators replace the example's, for every replica type the form has.
+        annotations = {
+            k: v
+            for k, v in (metadata.get("annotations") or {}).items()
+            if k.removeprefix(ACCELERATOR + ".") not in info.replica_types
+        }
+        for rtype in specs:
+            profile = self.get(f"{rtype}.accelerator").strip()
+            count = self.get(f"{rtype}.acceleratorCount").strip()
+            if profile:
+                annotations[f"{ACCELERATOR}.{rtype}"] = f"{profile}:{count}" if count else profile
+            elif count:
+                problems.setdefault(f"{rtype}.accelerator", []).append("pick a profile for the count")
+        metadata.pop("annotations", None)
+        if annotations:
+            metadata["annotations"] = annotations
         job: Json = {
             "apiVersion": "kubeflow.org/v1",
             "kind": info.kind,
@@ -239,7 +268,14 @@ class Form:
 
 def form_fields(kind: str) -> list[str]:
     """Every field of the form for `kind`, as named in the form."""
-    per_type = ("replicas", "image", "command", "restartPolicy", *(f for f, _ in RESOURCES))
+    per_type = (
+        "replicas",
+        "image",
+        "command",
+        "restartPolicy",
+        *(f for f, _ in RESOURCES),
+        *ACCELERATOR_FIELDS,
+    )
     types = kind_info(kind).replica_types
     return [
         "name",
@@ -262,6 +298,9 @@ def field_of(path: str) -> str:
     """The form field a message about `path` belongs at; FORM when the form has no such field."""
     if path in ("metadata.name", "metadata.namespace"):
         return path.split(".")[1]
+    prefix = annotation_path(ACCELERATOR + ".")[:-1]
+    if path.startswith(prefix) and path.endswith("]"):
+        return f"{path[len(prefix) : -1]}.accelerator"
     if path.startswith("spec.runPolicy."):
         key = path.removeprefix("spec.runPolicy.").split(".")[0]
         return key if key in (*RUN_POLICY, "cleanPodPolicy", "suspend") else FORM
@@ -290,3 +329,8 @@ def errors_by_field(job: Json, problems: dict[str, list[str]]) -> dict[str, list
         where = field_of(path)
         out.setdefault(where, []).append(message if where != FORM else f"{path}: {message}")
     return out
+
+
+def accelerator_profiles() -> list[tuple[str, str]]:
+    """The profiles the admission code knows here, by name, with their descriptions, for the picker."""
+    return sorted((name, p.description or p.resource) for name, p in catalogue().profiles.items())

@@ -14,6 +14,18 @@
     if (question && !window.confirm(question)) e.preventDefault();
   });
 
+  // Copy buttons (hidden without this file): the text of the element they name, to the clipboard.
+  function showCopyButtons() {
+    document.querySelectorAll("button[data-copy]").forEach(function (b) { b.hidden = false; });
+  }
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest("button[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    if (!source || !navigator.clipboard) return;
+    navigator.clipboard.writeText(source.textContent).then(function () { button.textContent = "Copied"; });
+  });
+
   document.addEventListener("change", function (e) {
     if (e.target.matches("select[data-autosubmit]")) e.target.form.submit();
   });
@@ -85,7 +97,9 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { watchList(); watchJob(); followLog(); });
+  document.addEventListener("DOMContentLoaded", function () {
+    watchList(); watchJob(); followLog(); showCopyButtons();
+  });
   // A filter swapped the table: follow the rows it shows now.
   document.addEventListener("htmx:afterSettle", function (e) {
     if (e.target.id === "jobs") watchList();
