@@ -2,7 +2,7 @@
 # Builds the project's image from the Dockerfile, unchanged, without a Docker engine or a registry:
 #
 #   hack/build-image.sh [--save PATH]
-#   hack/build-image.sh --image tensorboard [--save PATH]   # images/tensorboard/Dockerfile instead, tagged
+#   hack/build-image.sh --image tensorboard [--save PATH]   # tensorboard-image/Dockerfile instead, tagged
 #                                                           # trainop-tensorboard:...; hack/build-tensorboard-image.sh
 #
 # Route (docs/build.md#image): Debian's podman/buildah/mmdebstrap/runc; a python:3.11-slim equivalent
@@ -15,7 +15,7 @@
 # docker.io/library/ so that `image: trainop:<v>` in a pod resolves to it once imported into containerd.
 # --save PATH writes a docker-archive of it with those three tags (for `ctr images import`, `docker load`).
 # With --image tensorboard the same holds for trainop-tensorboard:<version>, :dev and :src-<hash>, built
-# from images/tensorboard (its own context) on the same base image.
+# from tensorboard-image (its own context) on the same base image.
 #
 # Everything lives in ${TRAINOP_IMAGE_CACHE:-~/.cache/trainop-image}: podman storage, and our own
 # containers.conf/storage.conf (runtime runc, ulimits within this sandbox's hard limits), selected through
@@ -48,7 +48,7 @@ BASE_REF="docker.io/library/python:3.11-slim"
 # The image's repository and build context (where its Dockerfile and what it copies are).
 case "$IMAGE" in
   trainop) APP_REPO="docker.io/library/trainop"; CONTEXT="$REPO" ;;
-  tensorboard) APP_REPO="docker.io/library/trainop-tensorboard"; CONTEXT="$REPO/images/tensorboard" ;;
+  tensorboard) APP_REPO="docker.io/library/trainop-tensorboard"; CONTEXT="$REPO/tensorboard-image" ;;
   *) echo "unknown --image $IMAGE: trainop or tensorboard" >&2; exit 2 ;;
 esac
 SUITE="bookworm"  # python3 is 3.11 in bookworm, as in python:3.11-slim

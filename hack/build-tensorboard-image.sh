@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the TensorBoard image (images/tensorboard/Dockerfile: TensorBoard and boto3 without TensorFlow,
-# every wheel pinned and hashed in images/tensorboard/requirements.lock) by hack/build-image.sh's route,
+# Builds the TensorBoard image (tensorboard-image/Dockerfile: TensorBoard and boto3 without TensorFlow,
+# every wheel pinned and hashed in tensorboard-image/requirements.lock) by hack/build-image.sh's route,
 # with its conventions:
 #
 #   hack/build-tensorboard-image.sh [--save PATH]

@@ -3,7 +3,7 @@
     python3 hack/lock-image-requirements.py            # rewrite requirements.lock
     python3 hack/lock-image-requirements.py --check    # exit 1 if the lock is not what would be written
     python3 hack/lock-image-requirements.py --image tensorboard [--check]
-                                                       # images/tensorboard/requirements.lock instead
+                                                       # tensorboard-image/requirements.lock instead
 
 The versions are those installed here, where the test suite ran: the closure of pyproject.toml's runtime
 dependencies and of its build requirement (the image builds the project without build isolation, so
@@ -13,7 +13,7 @@ image's 2.36, x86_64 and aarch64); the image's pip then installs with --require-
 substituted file fails the build. --check downloads nothing: it compares the pins with the installed
 versions, so a dependency upgraded here without a new lock fails `make check`.
 
-The TensorBoard image's lock is the same, from the closure of images/tensorboard/requirements.in (the
+The TensorBoard image's lock is the same, from the closure of tensorboard-image/requirements.in (the
 versions installed here, where `trainop run --tensorboard` and its tests ran) instead of pyproject.toml's.
 """
 
@@ -33,7 +33,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
-TENSORBOARD = ROOT / "images" / "tensorboard"
+TENSORBOARD = ROOT / "tensorboard-image"
 MARKERS = {"extra": "", "python_version": "3.11", "sys_platform": "linux", "platform_system": "Linux",
            "implementation_name": "cpython", "platform_python_implementation": "CPython"}  # fmt: skip
 GLIBC = range(17, 37)  # manylinux_2_17 .. manylinux_2_36: Debian bookworm's glibc is 2.36
