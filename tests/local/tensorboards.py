@@ -27,12 +27,14 @@ class BoardRun:
 
     proc: subprocess.Popen[str]
     lines: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
     _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
     @classmethod
     def start(cls, *args: str) -> BoardRun:
         run = cls(start(*args, "--tensorboard"))
         threading.Thread(target=run._pump, daemon=True).start()
+        threading.Thread(target=run._drain_errors, daemon=True).start()
         return run
 
     def _pump(self) -> None:
@@ -40,6 +42,12 @@ class BoardRun:
         for line in self.proc.stdout:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
+
+    def _drain_errors(self) -> None:
+        # Read as it comes, so a chatty stderr never fills the pipe and blocks the run.
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.errors.append(line.rstrip("\n"))
 
     def wait_for(self, text: str, timeout: float) -> str:
         """The first line containing `text`; fails with the output so far when the run ends or `timeout`
@@ -52,7 +60,8 @@ class BoardRun:
                 line = None
             if line is None:
                 self.proc.kill()
-                raise AssertionError(f"no line with {text!r}; output:\n" + "\n".join(self.lines[-80:]))
+                output = "\n".join([*self.lines[-80:], "--- stderr:", *self.errors[-40:]])
+                raise AssertionError(f"no line with {text!r}; output:\n{output}")
             self.lines.append(line)
             if text in line:
                 return line

@@ -28,6 +28,14 @@ Json = dict[str, Any]
 LOG_DIR = "tensorboard"
 LOG_FILE = "tensorboard.log"
 MISSING = "--tensorboard needs TensorBoard in this Python ({python}): pip install tensorboard"
+# TensorBoard as the image runs it, without TensorFlow even where this Python has it: TensorFlow's file
+# systems have no s3:// (TensorBoard's own, through boto3, do). The module tensorboard.compat.notf is
+# TensorBoard's switch for that: where it imports, TensorBoard uses its stub instead of TensorFlow.
+WITHOUT_TENSORFLOW = (
+    "import sys, types; "
+    "sys.modules['tensorboard.compat.notf'] = types.ModuleType('tensorboard.compat.notf'); "
+    "from tensorboard.main import run_main; run_main()"
+)
 # TensorBoard imports its plugins before it listens: ~5 s on a loaded 2-core machine.
 READY_TIMEOUT = 120.0
 
@@ -79,7 +87,7 @@ class TensorBoardServer:
             Path(self.log_dir).mkdir(parents=True, exist_ok=True)
         (self.port,) = free_ports(1)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "tensorboard.main", f"--logdir={self.log_dir}"]
+        argv = [sys.executable, "-c", WITHOUT_TENSORFLOW, f"--logdir={self.log_dir}"]
         argv += ["--host=127.0.0.1", f"--port={self.port}", "--reload_interval=2"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
