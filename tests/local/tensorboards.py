@@ -12,10 +12,16 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.local.runs import start
+from trainop.local.ports import free_ports
 
 URL = re.compile(r"^TensorBoard: (?P<url>http://127\.0\.0\.1:\d+/) ")
 SERVING_ON = "TensorBoard keeps serving"
@@ -103,3 +109,45 @@ def scalars(url: str, run: str, tag: str, points: int, timeout: float = 120) -> 
         elif time.monotonic() > deadline:
             raise AssertionError(f"TensorBoard has no {tag!r} in {run!r}: {tags}")
         time.sleep(1)
+
+
+# An S3-compatible store on loopback (moto's server) standing in for MinIO, with these credentials.
+S3_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+LOSSES = [2.0, 1.0, 0.5]
+
+
+@contextmanager
+def s3_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A running S3-compatible server on a free loopback port, its credentials in this process's
+    environment (and so in the subprocesses'); its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    for name, value in S3_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    (port,) = free_ports(1)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def upload_losses(endpoint: str, folder: Path, bucket: str, key_prefix: str, tag: str) -> None:
+    """LOSSES as the `tag` series of an event file written by torch's SummaryWriter (as the examples
+    write theirs), uploaded to `bucket` under `key_prefix`."""
+    import boto3
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(folder))
+    for step, loss in enumerate(LOSSES, start=1):
+        writer.add_scalar(tag, loss, step)
+    writer.close()
+    (events,) = folder.glob("events.out.tfevents.*")
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    s3.create_bucket(Bucket=bucket)
+    s3.upload_file(str(events), bucket, f"{key_prefix}/{events.name}")
