@@ -36,7 +36,7 @@ WITHOUT_TENSORFLOW = (
     "sys.modules['tensorboard.compat.notf'] = types.ModuleType('tensorboard.compat.notf'); "
     "from tensorboard.main import run_main; run_main()"
 )
-# TensorBoard imports its plugins before it listens: ~5 s on a loaded 2-core machine.
+# TensorBoard imports its plugins before it listens: seconds, more on a loaded machine.
 READY_TIMEOUT = 120.0
 
 
