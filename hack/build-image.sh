@@ -2,6 +2,8 @@
 # Builds the project's image from the Dockerfile, unchanged, without a Docker engine or a registry:
 #
 #   hack/build-image.sh [--save PATH]
+#   hack/build-image.sh --image tensorboard [--save PATH]   # tensorboard-image/Dockerfile instead, tagged
+#                                                           # trainop-tensorboard:...; hack/build-tensorboard-image.sh
 #
 # Route (docs/build.md#image): Debian's podman/buildah/mmdebstrap/runc; a python:3.11-slim equivalent
 # made from Debian bookworm packages with mmdebstrap (mirror = the host's own apt sources file, so no
@@ -12,6 +14,8 @@
 # tagged trainop:<pyproject version>, trainop:dev and trainop:src-<hash of the build inputs>, all under
 # docker.io/library/ so that `image: trainop:<v>` in a pod resolves to it once imported into containerd.
 # --save PATH writes a docker-archive of it with those three tags (for `ctr images import`, `docker load`).
+# With --image tensorboard the same holds for trainop-tensorboard:<version>, :dev and :src-<hash>, built
+# from tensorboard-image (its own context) on the same base image.
 #
 # Everything lives in ${TRAINOP_IMAGE_CACHE:-~/.cache/trainop-image}: podman storage, and our own
 # containers.conf/storage.conf (runtime runc, ulimits within this sandbox's hard limits), selected through
@@ -26,8 +30,11 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SAVE=""
+IMAGE="trainop"
 while [ $# -gt 0 ]; do
   case "$1" in
+    --image) [ $# -ge 2 ] || { echo "--image needs a name" >&2; exit 2; }; IMAGE="$2"; shift 2 ;;
+    --image=*) IMAGE="${1#--image=}"; shift ;;
     --save) [ $# -ge 2 ] || { echo "--save needs a path" >&2; exit 2; }; SAVE="$2"; shift 2 ;;
     --save=*) SAVE="${1#--save=}"; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 0 ;;
@@ -38,7 +45,12 @@ done
 CACHE="${TRAINOP_IMAGE_CACHE:-$HOME/.cache/trainop-image}"
 LOGS="$CACHE/logs"
 BASE_REF="docker.io/library/python:3.11-slim"
-APP_REPO="docker.io/library/trainop"
+# The image's repository and build context (where its Dockerfile and what it copies are).
+case "$IMAGE" in
+  trainop) APP_REPO="docker.io/library/trainop"; CONTEXT="$REPO" ;;
+  tensorboard) APP_REPO="docker.io/library/trainop-tensorboard"; CONTEXT="$REPO/tensorboard-image" ;;
+  *) echo "unknown --image $IMAGE: trainop or tensorboard" >&2; exit 2 ;;
+esac
 SUITE="bookworm"  # python3 is 3.11 in bookworm, as in python:3.11-slim
 BASE_PACKAGES="python3,python3-pip,python3-venv,python-is-python3,ca-certificates,netbase,tzdata,passwd"
 HOST_CA="/etc/ssl/certs/ca-certificates.crt"
@@ -146,9 +158,11 @@ fi
 BASE_ID="$(podman image inspect --format '{{.Id}}' "$BASE_REF")"
 
 # ---------------------------------------------------------------------------------------------------
-# App image. Its inputs: the Dockerfile, .dockerignore, what the Dockerfile COPYs (minus what
-# .dockerignore drops: caches and egg-info), and the base image.
-cd "$REPO"
+# App image. Its inputs: the Dockerfile, .dockerignore (where the context has one), what the Dockerfile
+# COPYs (minus what .dockerignore drops: caches and egg-info), and the base image.
+cd "$CONTEXT"
+IGNORE=()
+[ -f .dockerignore ] && IGNORE=(.dockerignore)
 COPIED=()
 while read -ra words; do
   [ "${#words[@]}" -ge 2 ] || { echo "Dockerfile: COPY without a destination" >&2; exit 1; }
@@ -158,12 +172,12 @@ done < <(sed -n 's/^COPY[[:space:]]\{1,\}//p' Dockerfile)
 [ "${#COPIED[@]}" -gt 0 ] || { echo "Dockerfile copies nothing?" >&2; exit 1; }
 INPUTS_HASH="$( {
     echo "base $BASE_ID"
-    find Dockerfile .dockerignore "${COPIED[@]}" -type f \
+    find Dockerfile "${IGNORE[@]}" "${COPIED[@]}" -type f \
       ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' -print0 \
       | sort -z | xargs -0 sha256sum
   } | sha256sum)"
 INPUTS_HASH="${INPUTS_HASH:0:16}"
-VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml)"
+VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO/pyproject.toml")"
 [ -n "$VERSION" ] || { echo "no version in pyproject.toml" >&2; exit 1; }
 REF="$APP_REPO:src-$INPUTS_HASH"
 

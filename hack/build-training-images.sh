@@ -13,7 +13,9 @@
 # The FROM python:3.11-slim and buildah setup are hack/build-image.sh's (a Debian-made equivalent in its
 # own podman storage); the RUN steps get the host's CA bundle (pip) and apt sources (the mpi example's
 # apt-get) bind-mounted, so neither ends up in an image. An image is rebuilt only when the Dockerfile,
-# its framework folder or the base image changed (a stamp per image holds the inputs' hash). Layers are
+# its framework folder or the base image changed (a stamp per image holds the inputs' hash). The
+# TensorBoard image (hack/build-tensorboard-image.sh) goes in too, as library/trainop-tensorboard:<version>,
+# the chart's default `tensorboard.image`, and :src-<hash>. Layers are
 # pushed zstd-compressed (level 1): ~20x faster than buildah's default gzip on the 6 GB torch image.
 #
 #   hack/build-training-images.sh [framework...]    # default: every folder of training-images/
@@ -72,6 +74,25 @@ else
   # Every source change makes a new project image; the layout keeps only the current one.
   "${PYTHON:-python3}" "$REPO/hack/lib/oci_layout.py" prune --layout "$LAYOUT" \
     --drop-prefix "library/trainop:src-" --keep "library/trainop:$APP_TAG"
+fi
+
+# The TensorBoard image, under the tag the hooks' default TRAINOP_TENSORBOARD_IMAGE names.
+log "TensorBoard image: hack/build-tensorboard-image.sh (log: $LOGS/build-tensorboard-image.log)"
+if ! TB_REF="$(bash "$REPO/hack/build-tensorboard-image.sh" 2>"$LOGS/build-tensorboard-image.log")"; then
+  tail -n 40 "$LOGS/build-tensorboard-image.log" >&2
+  exit 1
+fi
+TB_VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO/pyproject.toml")"
+TB_TAG="${TB_REF##*:}"
+if stamp_is trainop-tensorboard "$TB_REF" && in_layout "library/trainop-tensorboard:$TB_VERSION"; then
+  log "library/trainop-tensorboard:$TB_VERSION in the layout"
+else
+  step push-tensorboard push "$TB_REF" "library/trainop-tensorboard:$TB_TAG"
+  step push-tensorboard-version push "$TB_REF" "library/trainop-tensorboard:$TB_VERSION"
+  write_stamp trainop-tensorboard "$TB_REF"
+  log "library/trainop-tensorboard:$TB_VERSION ($TB_TAG) pushed to the layout"
+  "${PYTHON:-python3}" "$REPO/hack/lib/oci_layout.py" prune --layout "$LAYOUT" \
+    --drop-prefix "library/trainop-tensorboard:src-" --keep "library/trainop-tensorboard:$TB_TAG"
 fi
 
 build_framework() { # framework inputs-hash image-ref

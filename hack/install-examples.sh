@@ -30,7 +30,8 @@ has sklearn || pip_install numpy scikit-learn
 
 for framework in "${frameworks[@]}"; do
   case "$framework" in
-    pytorch) has torch || pip_install torch ;;
+    # tensorboard: the example writes scalars with `trainop run --tensorboard` (tests/local/test_tensorboard*.py).
+    pytorch) has torch || pip_install torch; has tensorboard || pip_install tensorboard ;;
     xgboost) has xgboost || pip_install 'xgboost-cpu>=2' ;;
     jax) has jax || pip_install jax jaxlib ;;
     mpi)

@@ -16,6 +16,8 @@ from trainop.extensions.tensorboard import (
     SECRET,
     LogDir,
     parse_log_dir,
+    served_log_dir,
+    with_local_log_dir,
 )
 
 INDEX_ENV = {
@@ -112,6 +114,40 @@ class TestDefaulting:
     def test_a_job_without_the_annotation_gets_nothing(self) -> None:
         out = admitted(pytorch())
         assert "env" not in out["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+
+
+class TestLocalRuns:
+    def test_a_local_directory_gives_every_pod_its_own_sub_directory_as_on_a_cluster(self) -> None:
+        out = with_local_log_dir(admitted(pytorch()), "/runs/j/tensorboard")
+        for rtype in ("Master", "Worker"):
+            assert env_of(out, rtype) == [
+                INDEX_ENV,
+                {
+                    "name": "TENSORBOARD_LOG_DIR",
+                    "value": f"/runs/j/tensorboard/{rtype.lower()}-$(TRAINOP_REPLICA_INDEX)",
+                },
+            ]
+
+    def test_a_local_directory_mounts_no_volume(self) -> None:
+        out = with_local_log_dir(admitted(pytorch()), "/runs/j/tensorboard")
+        spec = out["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+        assert "volumes" not in spec and "volumeMounts" not in spec["containers"][0]
+
+    def test_an_s3_directory_is_served_with_its_endpoint(self) -> None:
+        values = {ANNOTATION: "s3://exp/run-7", ENDPOINT: "http://minio:9000"}
+        assert served_log_dir(values) == (
+            "s3://exp/run-7",
+            {"AWS_ENDPOINT_URL": "http://minio:9000", "S3_ENDPOINT": "http://minio:9000"},
+        )
+
+    def test_a_gs_directory_is_served_as_it_is(self) -> None:
+        assert served_log_dir({ANNOTATION: "gs://bucket/a"}) == ("gs://bucket/a", {})
+
+    @pytest.mark.parametrize("values", [{}, {ANNOTATION: "pvc://logs/run-7"}], ids=["none", "pvc"])
+    def test_no_directory_outside_the_cluster_is_served_without_an_object_store(
+        self, values: dict[str, str]
+    ) -> None:
+        assert served_log_dir(values) is None
 
 
 class TestValidation:

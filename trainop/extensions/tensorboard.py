@@ -18,6 +18,10 @@ Secret as environment; for a PVC its volume and mounts. It also writes
 The sync hook then returns a Deployment and a Service named `<job>-tensorboard` (port 80, served under
 the path prefix `/tensorboard/<namespace>/<job>/` so one Ingress can route every job's), from the job's
 creation until `keep-after` past its completion. docs/tensorboard.md has the objects in full.
+
+`trainop run --tensorboard` gives a job without the annotation a directory of this machine instead
+(`with_local_log_dir`): the same variable and per-pod sub-directories, written where defaulting writes
+them, so the training code cannot tell a local run from a cluster's.
 """
 
 from __future__ import annotations
@@ -73,8 +77,10 @@ _SUB_PATH: Final = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
 
 @dataclass(frozen=True)
 class LogDir:
-    scheme: str  # "s3", "gs" or "pvc"
-    location: str  # bucket[/prefix] for s3 and gs, claim for pvc
+    # "s3", "gs" or "pvc"; "local" (an absolute path of this machine) only from `trainop run`, never
+    # from an annotation
+    scheme: str
+    location: str  # bucket[/prefix] for s3 and gs, claim for pvc, the directory for local
     sub_path: str = ""  # pvc only
 
     @property
@@ -85,6 +91,8 @@ class LogDir:
         """Where the training containers write (before the per-pod sub-directory)."""
         if self.scheme == "pvc":
             return MOUNT
+        if self.scheme == "local":
+            return self.location
         return f"{self.scheme}://{self.location}"
 
 
@@ -184,16 +192,8 @@ class TensorBoard(Extension):
         meta = dict(job.get("metadata") or {})
         annotations = dict(meta.get("annotations") or {})
         annotations.setdefault(KEEP_AFTER, self.default_keep_after())
-        specs = dict((job.get("spec") or {}).get(info.replica_field) or {})
-        for rtype, replica in specs.items():
-            if isinstance(replica, dict) and isinstance(replica.get("template"), dict):
-                template = _with_training_env(replica["template"], log_dir, rtype, values)
-                specs[rtype] = {**replica, "template": template}
-        return {
-            **job,
-            "metadata": {**meta, "annotations": annotations},
-            "spec": {**job["spec"], info.replica_field: specs},
-        }
+        with_env = _with_replica_env(job, info, log_dir, values)
+        return {**with_env, "metadata": {**meta, "annotations": annotations}}
 
     def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
         raw = values.get(ANNOTATION)
@@ -296,6 +296,25 @@ class TensorBoard(Extension):
         }
 
 
+def with_local_log_dir(job: Json, directory: str) -> Json:
+    """`job` (admitted, without the annotation) writing its event files under `directory`, one
+    sub-directory per pod, exactly as defaulting writes a cluster directory into it."""
+    info = _info(job)
+    return job if info is None else _with_replica_env(job, info, LogDir("local", directory), {})
+
+
+def served_log_dir(values: Mapping[str, str]) -> tuple[str, dict[str, str]] | None:
+    """The directory TensorBoard reads for a job with these annotations and the environment it needs to
+    read it (the S3 endpoint), or None when there is no directory a process outside the cluster could
+    read (no annotation, or a PersistentVolumeClaim)."""
+    raw = values.get(ANNOTATION)
+    log_dir = parse_log_dir(raw) if raw is not None else None
+    if not isinstance(log_dir, LogDir) or log_dir.scheme == "pvc":
+        return None
+    env = {str(e["name"]): str(e["value"]) for e in _s3_env(log_dir, values)}
+    return log_dir.for_training(), env
+
+
 def path_prefix(namespace: str, job: str) -> str:
     return f"/tensorboard/{namespace}/{job}"
 
@@ -333,6 +352,15 @@ def _mount(log_dir: LogDir, read_only: bool) -> Json:
     if read_only:
         mount["readOnly"] = True
     return mount
+
+
+def _with_replica_env(job: Json, info: KindInfo, log_dir: LogDir, values: Mapping[str, str]) -> Json:
+    specs = dict((job.get("spec") or {}).get(info.replica_field) or {})
+    for rtype, replica in specs.items():
+        if isinstance(replica, dict) and isinstance(replica.get("template"), dict):
+            template = _with_training_env(replica["template"], log_dir, rtype, values)
+            specs[rtype] = {**replica, "template": template}
+    return {**job, "spec": {**job["spec"], info.replica_field: specs}}
 
 
 def _with_training_env(template: Json, log_dir: LogDir, rtype: str, values: Mapping[str, str]) -> Json:

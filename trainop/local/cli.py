@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -18,6 +20,7 @@ from trainop.extensions.jsonlogs import extension as jsonlogs
 from trainop.extensions.placement import Placement
 from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
+from trainop.local import tensorboard
 from trainop.local.devices import Allocator, InventoryError
 from trainop.local.devices import detect as detect_devices
 from trainop.local.display import Display, LiveDisplay, PlainDisplay, table
@@ -25,8 +28,16 @@ from trainop.local.manifest import ManifestError, as_created, load
 from trainop.local.network import LoopbackNetwork, Unconfined, loopback_network
 from trainop.local.podspec import template_errors
 from trainop.local.record import RunRecorder
-from trainop.local.runner import EXIT_NOT_RUNNABLE, LocalRun, Options, Outcome, StopRequest
+from trainop.local.runner import (
+    EXIT_INTERRUPTED,
+    EXIT_NOT_RUNNABLE,
+    LocalRun,
+    Options,
+    Outcome,
+    StopRequest,
+)
 from trainop.local.sandbox import PASSED
+from trainop.local.tensorboard import TensorBoardServer
 
 Json = dict[str, Any]
 
@@ -101,6 +112,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "that cannot get its devices stays Pending, as on a cluster)",
     )
     parser.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="serve TensorBoard on a free 127.0.0.1 port over the job's log directory (a folder of the "
+        "run, given to every pod as TENSORBOARD_LOG_DIR, unless the job names an s3:// or gs:// one) "
+        "and print its URL; it keeps serving after the job ends, until Ctrl-C",
+    )
+    parser.add_argument(
         "--host-network",
         action="store_true",
         help="run the replicas in this machine's network instead of a namespace with only loopback",
@@ -150,8 +168,16 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_NOT_RUNNABLE
     if placement_annotations(job):
         print(f"notice: {PLACEMENT_NOTICE}", file=sys.stderr)
-    network = None if args.host_network else confined_network()
     workdir = args.workdir or default_workdir(Path("trainop-runs"), str(job["metadata"]["name"]), now)
+    board: TensorBoardServer | None = None
+    if args.tensorboard:
+        try:
+            job, log_dir, board_env = tensorboard.prepare(job, workdir)
+        except tensorboard.TensorBoardError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_NOT_RUNNABLE
+        board = TensorBoardServer(log_dir, board_env, workdir / tensorboard.LOG_FILE)
+    network = None if args.host_network else confined_network()
     options = Options(
         workdir=workdir,
         timeout=args.timeout,
@@ -162,6 +188,16 @@ def run(args: argparse.Namespace) -> int:
     )
     screen: Display = LiveDisplay(out) if out.isatty() else PlainDisplay(out)
     display = RunRecorder(screen, workdir)
+    if board is not None:
+        try:
+            url = board.start()
+        except tensorboard.TensorBoardError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_NOT_RUNNABLE
+        # Whatever ends this process, TensorBoard (in a session of its own) goes with it.
+        atexit.register(board.stop)
+        display.tensorboard = {"url": url}
+        print(f"TensorBoard: {url} (over {board.log_dir})", file=out, flush=True)
     stop = StopRequest()
     try:
         with signals_to(stop):
@@ -179,7 +215,20 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         sys.stdout.write(json.dumps(outcome.job, indent=2) + "\n")
         sys.stdout.flush()
+    if board is not None:
+        if outcome.code != EXIT_INTERRUPTED:
+            keep_serving(board, out)
+        board.stop()
     return outcome.code
+
+
+def keep_serving(board: TensorBoardServer, out: TextIO) -> None:
+    """After the job: TensorBoard goes on until Ctrl-C (or SIGTERM), as a cluster's outlives the job."""
+    print(f"TensorBoard keeps serving {board.url} until Ctrl-C", file=out, flush=True)
+    stop = StopRequest()
+    with signals_to(stop):
+        while not stop.requested and board.alive():
+            time.sleep(0.2)
 
 
 PLACEMENT_NOTICE = (

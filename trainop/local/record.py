@@ -1,8 +1,9 @@
 """What `trainop run` leaves in the run's folder for later readers (the web UI): `run.json` and `merged.log`.
 
-`run.json` holds the job as the last sync left it, its pods as the hook observed them, the run's events and
-where each container's log is; it is rewritten (atomically) at most every `every` seconds while the run goes
-and once at the end, so a run stays browsable after it finished or died. `merged.log` is the log lines of
+`run.json` holds the job as the last sync left it, its pods as the hook observed them, the run's events,
+where each container's log is and, with `--tensorboard`, `"tensorboard": {"url": ...}`; it is rewritten
+(atomically) at most every `every` seconds while the run goes and once at the end, so a run stays
+browsable after it finished or died. `merged.log` is the log lines of
 every container in the order `trainop run` printed them, each with its `[worker-1]` prefix.
 """
 
@@ -44,6 +45,8 @@ class RunRecorder:
         self.lines: list[str] = []
         self.written = 0.0
         self.finished: Json | None = None
+        # {"url": ...} of the run's TensorBoard (`trainop run --tensorboard`), for a reader to link to.
+        self.tensorboard: Json | None = None
 
     def attach(self, job: Callable[[], Json], pods: Callable[[], list[LocalPod]]) -> None:
         """Where the job as the last sync left it, and the run's current pods, are read from."""
@@ -110,6 +113,8 @@ class RunRecorder:
             "pid": os.getpid(),
             "updated": timestamp(datetime.now(UTC)),
         }
+        if self.tensorboard is not None:
+            record["tensorboard"] = self.tensorboard
         self.workdir.mkdir(parents=True, exist_ok=True)
         tmp = self.workdir / f".{RUN_FILE}.{os.getpid()}"
         tmp.write_text(json.dumps(record, indent=1) + "\n")

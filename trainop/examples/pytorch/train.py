@@ -5,6 +5,11 @@ them (env://). DDP all-reduces the gradients after every backward pass, so the r
 Rank 0 writes a JSON result to $RESULT_PATH when it is set, and every rank exits 1 if the test accuracy
 misses $ACCURACY_TARGET (default 0.90).
 
+With $TENSORBOARD_LOG_DIR set (the annotation trainop.dev/tensorboard, or `trainop run --tensorboard`, gives
+every pod a directory of its own) each rank writes TensorBoard scalars there: `train/loss` and
+`train/accuracy` of its shard every epoch, `test/accuracy` of the whole test set at the end. Without it
+nothing is written and the tensorboard package is not needed.
+
 The backend follows the devices the pod was given: NCCL on the first visible CUDA device when torch sees
 one (the pod asked for a GPU: `nvidia.com/gpu`, or `amd.com/gpu` with a ROCm build), else gloo on the CPU.
 """
@@ -51,6 +56,16 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
+def summary_writer():  # -> torch.utils.tensorboard.SummaryWriter | None
+    """A writer into $TENSORBOARD_LOG_DIR, or None when it is not set."""
+    log_dir = os.environ.get("TENSORBOARD_LOG_DIR")
+    if not log_dir:
+        return None
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(log_dir=log_dir)
+
+
 def main() -> int:
     where = device()
     backend = "nccl" if where.type == "cuda" else "gloo"
@@ -86,16 +101,22 @@ def main() -> int:
     generator = torch.Generator().manual_seed(SEED + rank)
     # Equal step counts on every rank: DDP needs each backward pass matched by all ranks.
     steps = len(x_train) // world // BATCH
+    writer = summary_writer()
     for epoch in range(1, EPOCHS + 1):
         order = torch.randperm(len(xs), generator=generator).to(where)
-        total = 0.0
+        total, correct = 0.0, 0
         for step in range(steps):
             batch = order[step * BATCH : (step + 1) * BATCH]
             optimizer.zero_grad()
-            loss = loss_fn(model(xs[batch]), ys[batch])
+            out = model(xs[batch])
+            loss = loss_fn(out, ys[batch])
             loss.backward()
             optimizer.step()
             total += loss.item()
+            correct += int((out.argmax(1) == ys[batch]).sum().item())
+        if writer is not None:
+            writer.add_scalar("train/loss", total / steps, epoch)
+            writer.add_scalar("train/accuracy", correct / (steps * BATCH), epoch)
         if epoch % 10 == 0:
             log(rank, world, f"epoch {epoch} loss {total / steps:.4f}")
 
@@ -114,6 +135,10 @@ def main() -> int:
     dist.all_gather_object(ranks, {"rank": rank, "pid": os.getpid(), "train_samples": len(xs)})
     target = float(os.environ.get("ACCURACY_TARGET", "0.90"))
     log(rank, world, f"test accuracy {accuracy:.4f} (target {target:.2f})")
+    if writer is not None:
+        writer.add_scalar("test/accuracy", accuracy, EPOCHS)
+        # Flushed and closed before the exit: TensorBoard reads only what reached the file.
+        writer.close()
     if rank == 0 and os.environ.get("RESULT_PATH"):
         result = {"accuracy": accuracy, "target": target, "world_size": world, "ranks": ranks}
         with open(os.environ["RESULT_PATH"], "w") as f:
