@@ -94,17 +94,12 @@ bash hack/build-image.sh --save "$WORK/trainop.docker.tar" >/dev/null
 read -r APP_REPO APP_DIGEST < <(archive trainop "docker.io/library/trainop:$VERSION" "$WORK/trainop.docker.tar")
 PINS=(--pin "$APP_REPO=$APP_DIGEST")
 IMAGES=("$APP_REPO:$VERSION@$APP_DIGEST")
-TB_ARGS=()
-if [ -f hack/build-tensorboard-image.sh ]; then
-  log "TensorBoard image: hack/build-tensorboard-image.sh"
-  bash hack/build-tensorboard-image.sh --save "$WORK/tensorboard.docker.tar" >/dev/null
-  read -r TB_REPO TB_DIGEST < <(archive trainop-tensorboard "docker.io/library/trainop-tensorboard:$VERSION" \
-                                  "$WORK/tensorboard.docker.tar")
-  TB_ARGS=(--tensorboard "$TB_REPO@$TB_DIGEST")
-  IMAGES+=("$TB_REPO:$VERSION@$TB_DIGEST")
-else
-  log "WARNING: hack/build-tensorboard-image.sh not in this tree: the release ships no TensorBoard image"
-fi
+log "TensorBoard image: hack/build-tensorboard-image.sh"
+bash hack/build-tensorboard-image.sh --save "$WORK/tensorboard.docker.tar" >/dev/null
+read -r TB_REPO TB_DIGEST < <(archive trainop-tensorboard "docker.io/library/trainop-tensorboard:$VERSION" \
+                                "$WORK/tensorboard.docker.tar")
+TB_ARGS=(--tensorboard "$TB_REPO@$TB_DIGEST")
+IMAGES+=("$TB_REPO:$VERSION@$TB_DIGEST")
 mc_line="$("$PYTHON" hack/lib/oci_archive.py from-layout --layout "$LAYOUT" --source "$MC_LAYOUT_REF" \
            --ref "$MC_REPO:v$MC_VERSION" "$STAGE/images/metacontroller-v$MC_VERSION.oci.tar")"
 MC_DIGEST="${mc_line##* }"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.api.test_manifests import find, render
+from trainop import __version__
 from trainop.install import manifests
 
 Json = dict[str, Any]
@@ -33,7 +34,7 @@ def test_placement_defaults_and_tensorboard_settings_reach_both_servers(
     env = server_env(rendered, server)
     assert env["TRAINOP_PLACEMENT_DEFAULTS"] == "PS=spread-preferred,Worker=pack:topology.kubernetes.io/zone"
     assert env["TRAINOP_TENSORBOARD_KEEP_AFTER"] == "24h"
-    assert env["TRAINOP_TENSORBOARD_IMAGE"] == "trainop-tensorboard:0.1.0"
+    assert env["TRAINOP_TENSORBOARD_IMAGE"] == f"trainop-tensorboard:{__version__}"
 
 
 def test_by_default_no_placement_default_is_set(helm: tuple[str, Path]) -> None:
