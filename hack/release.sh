@@ -16,6 +16,8 @@
 #   images/*.oci.tar               the project's image (hack/build-image.sh), the TensorBoard image
 #                                  (hack/build-tensorboard-image.sh) and Metacontroller's (hack/build-node.sh)
 #   examples/NAME.yaml             `trainop examples show NAME` for every packaged example
+#   training-images.tar.gz         the examples' images' build context (training-images/), for
+#                                  `docker build --build-arg FRAMEWORK=NAME URL` without a clone
 #   trainop-VERSION-py3-none-any.whl, trainop-VERSION.tar.gz    the Python package
 #   RELEASE-NOTES.md               docs/releases/VERSION.md if present, the images' digests, and the commits
 #                                  since the previous v* tag (every commit for the first release)
@@ -138,6 +140,12 @@ from pathlib import Path
 from trainop.examples import example, names
 for name in names():
     (Path(sys.argv[1]) / f"{name}.yaml").write_text(example(name).document)' "$STAGE/examples"
+
+# The examples' images are built, not shipped (the torch one alone is 6 GB): their build context is.
+# Byte-for-byte reproducible: sorted names, no owners, no times, gzip without a name or time stamp.
+log "examples' images: training-images.tar.gz (build context)"
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --exclude=__pycache__ \
+  -C training-images -cf - . | gzip -n -9 >"$STAGE/training-images.tar.gz"
 
 # --------------------------------------------------------------------------------------------- package
 # Built from a copy of the tracked files (with the versions just written), so nothing untracked of this

@@ -259,6 +259,8 @@ def test_the_page_lists_every_release_newest_first_with_its_install_commands(tmp
         "helm repo add trainop https://example.test/r/",
         "helm install trainop trainop/trainop --version 0.9.0",
         "pip install https://example.test/r/0.9.0/trainop-0.9.0-py3-none-any.whl",
+        "trainop-examples/pytorch:latest https://example.test/r/0.9.0/training-images.tar.gz",
+        "kubectl apply -f https://example.test/r/0.9.0/examples/pytorch.yaml",
     ):
         assert command in html
     assert '<a href="0.10.0/trainop.yaml">trainop.yaml</a>' in html

@@ -141,6 +141,11 @@ def install_commands(base_url: str, version: str) -> dict[str, list[str]]:
             f"helm install trainop trainop/trainop --version {version} -n trainop-system --create-namespace",
         ],
         "pip": [f"pip install {at}/trainop-{version}-py3-none-any.whl"],
+        "examples": [
+            "docker build --build-arg FRAMEWORK=pytorch -t trainop-examples/pytorch:latest "
+            f"{at}/training-images.tar.gz",
+            f"kubectl apply -f {at}/examples/pytorch.yaml",
+        ],
     }
 
 
@@ -180,6 +185,7 @@ def page(dist: Path, base_url: str) -> str:
             ("Install manifest", "kubectl"),
             ("Helm chart (Metacontroller included)", "helm"),
             ("Python package", "pip"),
+            ("An example on the cluster (its image built from the release's build context)", "examples"),
         ):
             out.append(f"<h3>{title}</h3><pre>{html.escape(chr(10).join(commands[key]))}</pre>")
         files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())

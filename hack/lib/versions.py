@@ -52,7 +52,7 @@ PLACES: tuple[Place, ...] = (
     Place("manifests/ui/ui.yaml", rf"^ +image: trainop:({_V})$", "the UI's image"),
     Place("manifests/README.md", rf"`trainop:({_V})`", "the manifests' image"),
     Place("README.md", rf"trainop:({_V})", "the image built from a clone"),
-    Place("README.md", rf"/({_V})/trainop\.yaml", "the release's install manifest"),
+    Place("README.md", rf"\$RELEASES/({_V})/", "a release file's address"),
     Place("README.md", rf"--version ({_V})", "the release's chart"),
     Place("README.md", rf"trainop-({_V})-py3-none-any\.whl", "the release's wheel"),
 )

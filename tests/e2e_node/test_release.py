@@ -16,11 +16,14 @@ repository:
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import threading
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -123,6 +126,22 @@ def test_the_wheel_from_the_release_is_the_trainop_the_new_venv_imports(venv: Pa
     assert Path(path).is_relative_to(venv / "lib"), path
     assert version == served.version
     assert in_venv(venv, "trainop", "--version").stdout.strip() == f"trainop {served.version}"
+
+
+def test_the_served_build_context_of_the_examples_images_is_training_images_as_committed(
+    served: Served,
+) -> None:
+    with urllib.request.urlopen(served.at("training-images.tar.gz"), timeout=60) as response:
+        data = response.read()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        shipped = {
+            m.name.removeprefix("./"): archive.extractfile(m).read()  # type: ignore[union-attr]
+            for m in archive.getmembers()
+            if m.isfile()
+        }
+    tracked = subprocess.run(["git", "ls-files", "training-images"], capture_output=True, text=True,
+                             cwd=REPO, check=True).stdout.split()  # fmt: skip
+    assert shipped == {name.removeprefix("training-images/"): (REPO / name).read_bytes() for name in tracked}
 
 
 def test_the_installed_wheel_lists_the_examples_with_no_clone(venv: Path) -> None:
