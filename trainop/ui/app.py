@@ -29,6 +29,7 @@ from trainop.frameworks import KINDS, kind_info
 from trainop.local.logs import replica_name
 from trainop.ui.auth import TOKEN_COOKIE, Authenticator, AuthSettings, Unauthenticated, csrf_ok, csrf_token
 from trainop.ui.links import Link
+from trainop.ui.scheduling import why_pending
 from trainop.ui.source import Container, Detail, Invalid, NotAllowed, Source, User
 from trainop.ui.summary import PAGE_SIZES, SORT_KEYS, STATES, Query, Summary, select
 from trainop.ui.timeline import timeline
@@ -114,7 +115,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
     app.config.update(SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_HTTPONLY=True)
     auth = authenticator or Authenticator(settings.auth)
     streams = threading.BoundedSemaphore(settings.max_streams)
-    app.jinja_env.globals.update(age=age, row_id=row_id, TENSORBOARD=TENSORBOARD)
+    app.jinja_env.globals.update(age=age, row_id=row_id, why_pending=why_pending, TENSORBOARD=TENSORBOARD)
     cells = app.jinja_env.get_template("cells.html")
 
     def now() -> datetime:

@@ -220,7 +220,7 @@ class Cluster:
         scheduling: list[Gate] = []
         if waiting(pods, not live):
             client = self.as_user(user)
-            scheduling, more = gates(lambda path: client.request("GET", path), self.discovery, job)
+            scheduling, more = gates(lambda path: client.request("GET", path), self.discovery, job, pods)
             notes += more
         return Detail(summary, job, pods, events, containers, live, notes, scheduling)
 

@@ -13,11 +13,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainop.job.gang import KUBERNETES_API
 from trainop.kubeclient import ApiError
 from trainop.ui.summary import QUEUE_LABEL
+
+if TYPE_CHECKING:  # source.py holds a Gate in its Detail
+    from trainop.ui.source import Event
 
 Json = dict[str, Any]
 Get = Callable[[str], Json]  # GET a path as the user; raises ApiError
@@ -25,6 +28,8 @@ Get = Callable[[str], Json]  # GET a path as the user; raises ApiError
 # Where the sync's PodGroups may be (trainop/controller/podgroups.py makes them, named after the job).
 POD_GROUP_APIS = ("scheduling.volcano.sh/v1beta1", "scheduling.x-k8s.io/v1alpha1", KUBERNETES_API)
 WORKLOAD_API = "kueue.x-k8s.io/v1beta1"
+# The Events a scheduler writes about a pod it cannot place.
+SCHEDULING_REASONS = ("FailedScheduling", "Unschedulable")
 # How long an answer of "is this API served" is reused: the job's page asks every second while it waits.
 DISCOVERY_SECONDS = 60.0
 
@@ -76,8 +81,9 @@ class Discovery:
         return served
 
 
-def gates(get: Get, discovery: Discovery, job: Json) -> tuple[list[Gate], list[str]]:
-    """The PodGroups and Workloads of `job` the user may read, and notes about what they may not."""
+def gates(get: Get, discovery: Discovery, job: Json, pods: list[Json]) -> tuple[list[Gate], list[str]]:
+    """The PodGroups and Workloads of `job` (whose pods are `pods`) the user may read, and notes about
+    what they may not."""
     meta = job.get("metadata") or {}
     ns, name, uid = str(meta.get("namespace") or "default"), str(meta.get("name") or ""), meta.get("uid")
     found: list[Gate] = []
@@ -86,7 +92,8 @@ def gates(get: Get, discovery: Discovery, job: Json) -> tuple[list[Gate], list[s
         if not discovery.served(api):
             continue
         try:
-            found.append(_pod_group(api, get(f"/apis/{api}/namespaces/{ns}/podgroups/{name}")))
+            obj = get(f"/apis/{api}/namespaces/{ns}/podgroups/{name}")
+            found.append(_kube_pod_group(obj, pods) if api == KUBERNETES_API else _pod_group(api, obj))
         except ApiError as exc:
             if exc.status in (401, 403):
                 notes.append(f"you may not read PodGroups ({api}) in this namespace")
@@ -132,6 +139,35 @@ def _pod_group(api: str, obj: Json) -> Gate:
     return Gate("PodGroup", api, name, str(status.get("phase") or ""), _conditions(status), facts)
 
 
+def _kube_pod_group(obj: Json, pods: list[Json]) -> Gate:
+    """kube-scheduler's own PodGroup keeps no phase and no member counts: it writes one condition,
+    PodGroupScheduled (True once the gang is placed; False with the reason Unschedulable or
+    SchedulerError), and the members are the pods that name the group in spec.schedulingGroup."""
+    status = obj.get("status") or {}
+    conditions = _conditions(status)
+    scheduled = next((c for c in conditions if c.type == "PodGroupScheduled"), None)
+    if scheduled is None:
+        state = ""
+    elif scheduled.status == "True":
+        state = "Scheduled"
+    else:
+        state = scheduled.reason or "Pending"
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    policy = (obj.get("spec") or {}).get("schedulingPolicy") or {}
+    facts: tuple[tuple[str, str], ...] = ()
+    min_count = (policy.get("gang") or {}).get("minCount")
+    if isinstance(min_count, int):
+        facts += (("minCount", str(min_count)),)
+    elif "basic" in policy:
+        facts += (("policy", "basic (each pod on its own)"),)
+    members = [
+        p for p in pods if ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == name
+    ]
+    bound = sum(1 for p in members if (p.get("spec") or {}).get("nodeName"))
+    facts += (("members", f"{len(members)} pods, {bound} bound to a node"),)
+    return Gate("PodGroup", KUBERNETES_API, name, state, conditions, facts)
+
+
 def _workload(obj: Json) -> Gate:
     status = obj.get("status") or {}
     conditions = _conditions(status)
@@ -146,6 +182,28 @@ def _workload(obj: Json) -> Gate:
         facts += (("clusterQueue", str(cluster_queue)),)
     name = str((obj.get("metadata") or {}).get("name") or "")
     return Gate("Workload", WORKLOAD_API, name, state, conditions, facts)
+
+
+def why_pending(pod: Json, events: list[Event]) -> list[str]:
+    """What a Pending pod says about why it waits: its unmet conditions (the scheduler's latest word),
+    its containers' waiting reasons, and the scheduling Events about it, each text once: the
+    scheduler repeats the same message in the condition and in an Event per attempt."""
+    status = pod.get("status") or {}
+    if (status.get("phase") or "Pending") != "Pending":
+        return []
+    said: list[str] = []
+    for c in status.get("conditions") or []:
+        if isinstance(c, dict) and c.get("status") == "False" and c.get("reason"):
+            said.append(f"{c['reason']}: {c['message']}" if c.get("message") else str(c["reason"]))
+    for c in status.get("containerStatuses") or []:
+        reason = ((c.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason and reason not in said:
+            said.append(str(reason))
+    about = f"Pod/{(pod.get('metadata') or {}).get('name')}"
+    for e in events:
+        if e.object == about and e.reason in SCHEDULING_REASONS and not any(e.message in s for s in said):
+            said.append(e.message)
+    return said
 
 
 def waiting(pods: list[Json], finished: bool) -> bool:
