@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from trainop_stack import IMAGE, Namespace, TrainopStack, job, kwok_annotations, scratch_namespace
+from gang import gang_job
+from gang import gang_stack as started_gang_stack
+from trainop_stack import Namespace, TrainopStack, scratch_namespace
 
 pytestmark = pytest.mark.e2e
 
-GATES = {"GenericWorkload": True, "GangScheduling": True}
-API = "scheduling.k8s.io/v1alpha2"
-CPUS_PER_POD = "20"  # the kwok node has 64: three fit, four do not
 # Without a gang, three pods would be bound within milliseconds of the fourth's failed attempt; this
 # long after it, none of them may be.
 UNBOUND_FOR_SECONDS = 5.0
@@ -33,42 +31,14 @@ UNBOUND_FOR_SECONDS = 5.0
 
 @pytest.fixture(scope="module")
 def gang_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainopStack]:
-    stack = TrainopStack(
-        tmp_path_factory.mktemp("e2e-gang"),
-        gang_scheduler="kubernetes",
-        feature_gates=GATES,
-        runtime_config=[f"{API}=true"],
-    )
-    try:
-        stack.start()
+    with started_gang_stack(tmp_path_factory.mktemp("e2e-gang")) as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 @pytest.fixture
 def ns(gang_stack: TrainopStack) -> Iterator[Namespace]:
     with scratch_namespace(gang_stack, "gang") as namespace:
         yield namespace
-
-
-def big_replica(replicas: int) -> dict[str, Any]:
-    container = {
-        "name": "pytorch",
-        "image": IMAGE,
-        "resources": {"requests": {"cpu": CPUS_PER_POD}, "limits": {"cpu": CPUS_PER_POD}},
-    }
-    return {
-        "replicas": replicas,
-        "template": {
-            "metadata": {"annotations": kwok_annotations(outcome=None, run_for=None)},
-            "spec": {"containers": [container]},
-        },
-    }
-
-
-def gang_job(name: str) -> dict[str, Any]:
-    return job("PyTorchJob", name, {"Master": big_replica(1), "Worker": big_replica(3)})
 
 
 def bound(ns: Namespace, name: str) -> dict[str, str]:
