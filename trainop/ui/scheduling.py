@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from trainop.job.gang import KUBERNETES_API
 from trainop.kubeclient import ApiError
 from trainop.ui.summary import QUEUE_LABEL
-
-if TYPE_CHECKING:  # source.py holds a Gate in its Detail
-    from trainop.ui.source import Event
 
 Json = dict[str, Any]
 Get = Callable[[str], Json]  # GET a path as the user; raises ApiError
@@ -32,6 +29,17 @@ WORKLOAD_API = "kueue.x-k8s.io/v1beta1"
 SCHEDULING_REASONS = ("FailedScheduling", "Unschedulable")
 # How long an answer of "is this API served" is reused: the job's page asks every second while it waits.
 DISCOVERY_SECONDS = 60.0
+
+
+class Event(Protocol):
+    """What is read of an Event (trainop/ui/source.py's, which holds a Gate and so is not imported)."""
+
+    @property
+    def object(self) -> str: ...  # `<Kind>/<name>`
+    @property
+    def reason(self) -> str: ...
+    @property
+    def message(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -184,7 +192,7 @@ def _workload(obj: Json) -> Gate:
     return Gate("Workload", WORKLOAD_API, name, state, conditions, facts)
 
 
-def why_pending(pod: Json, events: list[Event]) -> list[str]:
+def why_pending(pod: Json, events: Sequence[Event]) -> list[str]:
     """What a Pending pod says about why it waits: its unmet conditions (the scheduler's latest word),
     its containers' waiting reasons, and the scheduling Events about it, each text once: the
     scheduler repeats the same message in the condition and in an Event per attempt."""
