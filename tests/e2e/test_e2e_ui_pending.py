@@ -115,7 +115,7 @@ def pods(ns: Namespace, name: str) -> list[dict[str, Any]]:
 def scheduling_messages(ns: Namespace) -> dict[str, str]:
     """Each pod's latest FailedScheduling message."""
     events = [e for e in ns.items("events") if e.get("reason") == "FailedScheduling"]
-    events.sort(key=lambda e: e.get("eventTime") or e.get("lastTimestamp") or "")
+    events.sort(key=lambda e: (e.get("series") or {}).get("lastObservedTime") or e.get("eventTime") or "")
     return {e["involvedObject"]["name"]: e.get("message", "") for e in events}
 
 

@@ -44,6 +44,7 @@ class FakeApi:
         self.forbidden: set[str] = set()  # resources (plural) nobody may read
         self.writers: set[str] = set()  # users who may create, patch and delete jobs
         self.refusal = ""  # the message a create of a job is refused with (422), if any
+        self.events: list[Json] = []  # the namespace's Events
         self.app = Flask(__name__)
         self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
 
@@ -91,7 +92,7 @@ class FakeApi:
             stranger["metadata"]["ownerReferences"] = [{"uid": "uid-other"}]
             return {"items": [*owned, stranger]}
         if path.endswith("/events"):
-            return {"items": []}
+            return {"items": self.events}
         if path.endswith("/log"):
             name = path.split("/")[-2]
             return Response(f"{name} line 1\n{name} line 2\n", mimetype="text/plain")
@@ -427,6 +428,22 @@ def test_podgroups_the_user_may_not_read_are_a_note_not_an_error(api: tuple[Fake
     detail = cluster.detail(User("alice"), "team-a/PyTorchJob/mnist")
     assert detail is not None and detail.scheduling == []
     assert "you may not read PodGroups (scheduling.volcano.sh/v1beta1) in this namespace" in detail.notes
+
+
+def test_a_schedulers_repeated_event_shows_its_series_count_and_last_time_to_the_second(
+    api: tuple[FakeApi, Cluster],
+):
+    fake, cluster = api
+    fake.events.append({
+        "involvedObject": {"kind": "Pod", "name": "mnist-worker-0"},
+        "reason": "FailedScheduling", "type": "Warning", "message": "0/1 nodes are available",
+        "eventTime": "2026-12-01T17:10:07.307548Z", "reportingComponent": "default-scheduler",
+        "series": {"count": 2, "lastObservedTime": "2026-12-01T17:10:09.337611Z"},
+    })  # fmt: skip
+    detail = cluster.detail(User("alice"), "team-a/PyTorchJob/mnist")
+    assert detail is not None
+    [event] = detail.events
+    assert (event.time, event.count) == ("2026-12-01T17:10:09Z", 2)
 
 
 def test_a_running_jobs_page_asks_for_no_scheduling_status(api: tuple[FakeApi, Cluster]):

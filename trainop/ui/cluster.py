@@ -354,19 +354,24 @@ def field_errors(message: str) -> list[tuple[str, str]]:
 
 
 def _event(e: Json) -> Event:
+    """A core Event, or one written through events.k8s.io (as kube-scheduler does): that kind keeps its
+    repeats in `series` and its time in microseconds, shown to the second like the others."""
     involved = e.get("involvedObject") or {}
+    series = e.get("series") or {}
+    when = str(
+        e.get("lastTimestamp")
+        or series.get("lastObservedTime")
+        or e.get("eventTime")
+        or (e.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
     return Event(
-        time=str(
-            e.get("lastTimestamp")
-            or e.get("eventTime")
-            or (e.get("metadata") or {}).get("creationTimestamp")
-            or ""
-        ),
+        time=re.sub(r"\.\d+(?=Z$)", "", when),
         type=str(e.get("type") or ""),
         reason=str(e.get("reason") or ""),
         message=str(e.get("message") or ""),
         object=f"{involved.get('kind')}/{involved.get('name')}",
-        count=int(e.get("count") or 1),
+        count=int(e.get("count") or series.get("count") or 1),
     )
 
 
