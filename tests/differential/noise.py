@@ -67,13 +67,14 @@ RULES = (
         "failed Worker while the job's conditions hold no Restarting (tfjob_controller.go, the failed > 0 "
         "branch): a reconcile whose informer cache still shows the failed pod after a Running update "
         "replaced Restarting fails a job the previous reconcile was restarting. It needs that cache lag, so "
-        "it shows under load only (a fresh-clone run on 2 busy cores; never in isolated runs). Accepted only "
-        "when Kubeflow's side is the one that failed.",
+        "it shows under load only (a fresh-clone run on 2 busy cores; never in isolated runs). That branch "
+        "records the TFJobFailed Event before the status write that stores the Failed condition, so a run "
+        "may keep the Event without the condition. Accepted only when Kubeflow's side shows either.",
         (
             Selector(path="*", case="restart-always-tfjob-worker-fails", checkpoint="worker-failed"),
             Selector(path="*", case="restart-onfailure-tfjob-worker-fails", checkpoint="worker-failed"),
         ),
-        lambda snapshot: _failed_as(snapshot, "TFJobFailed"),
+        lambda snapshot: _failed_as(snapshot, "TFJobFailed") or _recorded(snapshot, "Normal TFJobFailed: "),
     ),
     Noise(
         "kubeflow-ttl-double-delete",
@@ -90,6 +91,10 @@ def _failed_as(snapshot: dict[str, Any], reason: str) -> bool:
         c.get("type") == "Failed" and c.get("status") == "True" and c.get("reason") == reason
         for c in status.get("conditions") or []
     )
+
+
+def _recorded(snapshot: dict[str, Any], prefix: str) -> bool:
+    return any(str(e).startswith(prefix) for e in snapshot.get("events") or [])
 
 
 def explain(d: Difference, kubeflow_snapshot: dict[str, Any]) -> str | None:

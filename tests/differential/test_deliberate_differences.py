@@ -287,6 +287,13 @@ def test_kubeflow_failing_a_restarting_tfjob_under_load_is_noise() -> None:
     assert noise.explain(*_tfjob_worker_failed("TFJobFailed")) == "kubeflow-tfjob-restart-counted-as-failure"
 
 
+def test_kubeflows_tfjob_failed_event_without_its_condition_is_the_same_noise() -> None:
+    event = "events[Normal TFJobFailed: TFJob ns/j has failed because 1 Worker replica(s) failed.]"
+    d = Difference("restart-onfailure-tfjob-worker-fails", "worker-failed", event, "present", ABSENT)
+    snapshot = {"job": {"exists": True, "status": {"conditions": []}}, "events": [event[7:-1]]}
+    assert noise.explain(d, snapshot) == "kubeflow-tfjob-restart-counted-as-failure"
+
+
 def test_a_tfjob_difference_is_not_noise_when_kubeflow_did_not_fail_it() -> None:
     d, _ = _tfjob_worker_failed("TFJobFailed")
     assert noise.explain(d, {"job": {"exists": True, "status": {"conditions": []}}}) is None
