@@ -185,8 +185,16 @@ def images(node: NodeControlPlane, served: Served) -> dict[str, str]:
                                str(archive)], capture_output=True, text=True, check=True)  # fmt: skip
         ref, digest = done.stdout.split()
         loaded[ref] = digest
-    # The kubelet pulls only what containerd lacks: an image of an earlier run under the same name goes.
-    node.ctr("images", "rm", *loaded, check=False)
+    # The kubelet pulls only what containerd lacks, and reports a pod's imageID as any repository digest
+    # containerd holds for the same image config: every image of these repositories goes (an earlier
+    # build's `src-` tag of the same tree has the same config under another digest), whatever its name.
+    repos = tuple(ref.rsplit(":", 1)[0] for ref in loaded)
+    held = node.ctr("images", "ls", "-q").stdout.split()
+    stale = [
+        ref for ref in held if ref.startswith(tuple(f"{r}:" for r in repos) + tuple(f"{r}@" for r in repos))
+    ]
+    if stale:
+        node.ctr("images", "rm", "--sync", *stale, timeout=300.0)
     return loaded
 
 
