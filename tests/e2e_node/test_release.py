@@ -15,6 +15,7 @@ repository:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -226,15 +227,22 @@ def ns(node: NodeControlPlane) -> Iterator[Namespace]:
     node.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+@contextlib.contextmanager
+def pods_listed_on_failure(node: NodeControlPlane) -> Iterator[None]:
+    """A wait that fails says where every pod of the cluster stood."""
+    try:
+        yield
+    except (AssertionError, ControlPlaneError) as e:
+        pods = node.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        raise AssertionError(f"{e}\n{pods}") from None
+
+
 def run_the_example(node: NodeControlPlane, ns: Namespace, served: Served) -> dict[str, Any]:
     """`kubectl apply -f` of the release's example over HTTP, to Succeeded; returns the job."""
     name = example(EXAMPLE).job["metadata"]["name"]
     ns.kubectl("apply", "-f", served.at(f"examples/{EXAMPLE}.yaml"))
-    try:
+    with pods_listed_on_failure(node):
         ns.wait_for(f"tfjobs/{name}", "Succeeded", timeout=300)
-    except AssertionError as e:
-        pods = node.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
-        raise AssertionError(f"{e}\n{pods}") from None
     return ns.get(f"tfjobs/{name}")
 
 
@@ -263,12 +271,9 @@ def test_helm_repo_add_of_the_served_dist_and_helm_install_with_default_values_r
         helm(node, helm_home, "search", "repo", "trainop/trainop", "--versions", "-o", "yaml")
     )
     assert [(c["name"], c["version"]) for c in found] == [("trainop/trainop", served.version)]
-    try:
+    with pods_listed_on_failure(node):
         helm(node, helm_home, "install", RELEASE, "trainop/trainop", "--version", served.version,
              "-n", NAMESPACE, "--create-namespace", "--wait", "--timeout=300s", timeout=360)  # fmt: skip
-    except AssertionError as e:
-        pods = node.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
-        raise AssertionError(f"{e}\n{pods}") from None
     job = run_the_example(node, ns, served)
     with capsys.disabled():
         print(f"\n[release helm] {EXAMPLE} {job['status']['conditions'][-1]['type']} from {served.url}")
@@ -289,15 +294,12 @@ def test_kubectl_apply_of_the_served_manifest_runs_the_example_on_images_pinned_
     node.kubectl("apply", "--server-side", "-f", served.at("trainop-crds.yaml"), timeout=120)
     node.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
     node.kubectl("apply", "--server-side", "-f", served.at("trainop.yaml"), timeout=180)
-    try:
+    with pods_listed_on_failure(node):
         node.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", NAMESPACE,
                      "--timeout=300s", timeout=330)  # fmt: skip
         node.kubectl(
             "rollout", "status", "statefulset", "-n", "metacontroller", "--timeout=300s", timeout=330
         )
-    except ControlPlaneError as e:
-        pods = node.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
-        raise AssertionError(f"{e}\n{pods}") from None
     job = run_the_example(node, ns, served)
     with capsys.disabled():
         print(f"\n[release manifest] {EXAMPLE} {job['status']['conditions'][-1]['type']} from {served.url}")
