@@ -21,13 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from trainop.jsontypes import Json
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hooks.app import create_app
 from tests.builders import container, job, replica
 from trainop.job.settings import Settings
 
-Json = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 

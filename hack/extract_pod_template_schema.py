@@ -38,7 +38,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+
+from trainop.jsontypes import Json
 
 K8S_MODULE = "k8s.io/kubernetes"
 K8S_VERSION = "v1.36.3"
@@ -64,7 +65,6 @@ QUANTITY_PATTERN = (
 KEPT_SCALARS = ("type", "format", "enum", "x-kubernetes-list-type", "x-kubernetes-map-type")
 CRD_FORMATS = {"int32", "int64", "date-time", "byte", "double", "float"}
 
-Json = dict[str, Any]
 
 # A sentence ends at a period followed by whitespace or the end, but not in "e.g." / "i.e." / "etc.".
 _SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)(?<!etc)\.(?=\s|$)")

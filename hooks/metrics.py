@@ -29,8 +29,8 @@ from prometheus_client import Counter, Histogram
 from trainop.api import constants as c
 from trainop.api.jsonpath import dig
 from trainop.frameworks import KINDS
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 LABELS = ("job_namespace", "framework")
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 

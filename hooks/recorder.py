@@ -45,9 +45,9 @@ from trainop.admission.admit import admit
 from trainop.controller.events import deleted_job, invalid
 from trainop.frameworks import framework, kind_info
 from trainop.job.event import Event
+from trainop.jsontypes import Json
 
 log = logging.getLogger("trainop.hooks")
-Json = dict[str, Any]
 OCCURRENCE = "trainop/occurrence"
 # client-go's spam filter, which Kubeflow's recorders use: a bucket of 25 events refilled at one per
 # five minutes. Events about children have one per job and event type, the job's own transitions one

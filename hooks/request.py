@@ -9,8 +9,7 @@ from trainop.api.jsonpath import dig
 from trainop.api.times import is_timestamp
 from trainop.frameworks import KINDS
 from trainop.jsonshape import MAX_DEPTH, BadRequest, deeper_than
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ import uuid
 from typing import Any
 
 from trainop.frameworks import kind_info
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def container(name: str, image: str = "busybox:1.36", **extra: Any) -> Json:

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 GLOG = re.compile(r"^\[[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ [^\]]+\] ")
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

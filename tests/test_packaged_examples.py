@@ -8,7 +8,6 @@ import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -22,9 +21,9 @@ from trainop.extensions.accelerators import builtin_profiles, builtin_profiles_t
 from trainop.extensions.parameterserver import ANNOTATION as DEFAULT_SERVER
 from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
+from trainop.jsontypes import Json
 from trainop.local.manifest import NO_DRA, ManifestError, as_created, parse
 
-Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = REPO / "trainop" / "examples"
 IMAGES = REPO / "training-images"

@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-Json = dict[str, Any]
+from trainop.jsontypes import Json
+
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 KUBECONFIG_ENV = "TRAINOP_KUBECONFIG"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"

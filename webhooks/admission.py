@@ -17,9 +17,8 @@ from trainop.admission.admit import admit
 from trainop.api.kinds import KindInfo
 from trainop.frameworks import KINDS
 from trainop.jsonshape import MAX_DEPTH, BadRequest, deeper_than
+from trainop.jsontypes import Json
 from webhooks import codec
-
-Json = dict[str, Any]
 
 REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
 REVIEW_KIND: Final = "AdmissionReview"

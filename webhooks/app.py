@@ -13,17 +13,16 @@ import os
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from trainop.jsoncost import Budget, Claim, TooCostly, check_parse_cost
 from trainop.jsonshape import BadRequest
+from trainop.jsontypes import Json
 from webhooks import admission, codec, metrics
 from webhooks.admission import AdmissionRequest
-
-Json = dict[str, Any]
 
 MAX_BODY_ENV: Final = "TRAINOP_WEBHOOK_MAX_BODY_BYTES"
 MAX_BODY_CONFIG: Final = "TRAINOP_MAX_BODY_BYTES"

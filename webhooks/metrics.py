@@ -7,13 +7,12 @@ denied fields outside the kinds' own spec fields collapse into their parent.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from prometheus_client import Counter, Histogram
 
 from trainop.frameworks import FRAMEWORKS
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec")
 # Every field a job spec of any kind may have; the second step of a denied field path is kept if known.
 SPEC_FIELDS = frozenset(

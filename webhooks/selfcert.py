@@ -67,6 +67,7 @@ from typing import Any, Final, Protocol
 
 from cryptography import x509
 
+from trainop.jsontypes import Json
 from trainop.kubeclient import STRATEGIC_MERGE, ApiError
 from webhooks import codec
 from webhooks.certs import (
@@ -82,7 +83,6 @@ from webhooks.certs import (
     signed_by,
 )
 
-Json = dict[str, Any]
 Clock = Callable[[], datetime]
 
 # Shown in managedFields, so `kubectl get -o yaml --show-managed-fields` says who wrote caBundle.

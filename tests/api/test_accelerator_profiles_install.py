@@ -6,17 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from tests.api.test_manifests import MANIFESTS, Loader, find, kubectl, pod_spec, render
 from trainop.extensions.accelerators import PROFILES_ENV, builtin_profiles_text
 from trainop.install import manifests
+from trainop.jsontypes import Json
 
 __all__ = ["kubectl"]  # a fixture
 
-Json = dict[str, Any]
 SERVERS = (manifests.HOOKS_NAME, manifests.WEBHOOKS_NAME)
 
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from tests.api.test_manifests import CHART, MANIFESTS, kustomized, render
 from trainop.install import manifests
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 

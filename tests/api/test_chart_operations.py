@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -20,8 +19,8 @@ from tests.api.test_manifests import (
     render,
 )
 from trainop.install import manifests
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 __all__ = ["applied", "installed"]  # fixtures
 KUBEFLOW_COUNTERS = [
     f"training_operator_jobs_{what}_total"

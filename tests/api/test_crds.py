@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -16,10 +15,10 @@ from trainop.cli import main
 from trainop.frameworks import KINDS
 from trainop.frameworks.tensorflow import TFJOB
 from trainop.install import crds
+from trainop.jsontypes import Json
 
 ROOT = Path(__file__).resolve().parents[2]
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-Json = dict[str, Any]
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.api.test_manifests import find, render
 from trainop import __version__
 from trainop.install import manifests
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def server_env(rendered: list[Json], name: str) -> dict[str, str]:

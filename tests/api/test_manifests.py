@@ -7,19 +7,18 @@ import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from trainop.frameworks import KINDS
 from trainop.install import manifests
+from trainop.jsontypes import Json
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 CHART = ROOT / "charts" / "trainop"
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-Json = dict[str, Any]
 PLURALS = {info.plural for info in KINDS.values()}
 ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import yaml
@@ -14,10 +13,10 @@ from trainop_stack import IMAGE, Namespace, TrainopStack, job, kwok_annotations,
 
 from trainop import examples
 from trainop.extensions.accelerators import builtin_profiles_text
+from trainop.jsontypes import Json
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 PROFILES: Json = yaml.safe_load(builtin_profiles_text())
 # Every node this file adds carries this taint, so pods of other tests never land on them.
 FENCE = {"key": "e2e.trainop.dev/accelerators", "operator": "Exists", "effect": "NoSchedule"}

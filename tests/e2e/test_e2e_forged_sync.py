@@ -12,7 +12,6 @@ import copy
 import json
 import time
 import urllib.request
-from typing import Any
 
 import pytest
 from test_e2e_events import job_events, wait_events
@@ -20,10 +19,10 @@ from trainop_stack import Namespace, TrainopStack, job, kwok_annotations, replic
 
 from hooks.recorder import SPAM_BURST
 from trainop.job.event import MAX_MESSAGE_BYTES
+from trainop.jsontypes import Json
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 RUN_FOREVER = kwok_annotations(outcome=None, run_for=None)
 FORGED = 200
 

@@ -10,17 +10,16 @@ proves the objects the kubelet would be given.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from trainop_stack import IMAGE, Namespace, TrainopStack, job, kwok_annotations, replica, scratch_namespace
 
 from trainop.extensions.jsonlogs import MOUNT_PATH, VOLUME, sitecustomize_source
 from trainop.extensions.jsonlogs.extension import ANNOTATION, DEFAULT_ENV
+from trainop.jsontypes import Json
 
 pytestmark = pytest.mark.e2e
 
-Json = dict[str, Any]
 FIELD = f"metadata.annotations[{ANNOTATION}]"
 
 

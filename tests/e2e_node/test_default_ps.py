@@ -7,7 +7,6 @@ its Failed condition and in the pod's termination message."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from trainop_stack import Namespace
@@ -16,8 +15,8 @@ from tests.builders import container, job, replica
 from tests.e2e_node.test_training import example_document, job_logs
 from trainop.extensions.parameterserver import MOUNT_PATH, PROGRAM, key_for
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 # The first pull of the tensorflow image and TensorFlow's import on a loaded 2-core machine.
 JOB_TIMEOUT = 600.0
 SUCCESS = r"chief: test accuracy (?P<value>[0-9.]+) >= target 0\.95: trained on the parameter server"

@@ -21,9 +21,10 @@ import yaml
 from trainop_stack import KINDS, Namespace
 
 from tests.e2e_node.realnode import RealNodeStack
-from tests.jsonlogs_lines import Json, assert_documented, split_log
+from tests.jsonlogs_lines import assert_documented, split_log
 from trainop.examples import example as packaged
 from trainop.extensions.jsonlogs.extension import ANNOTATION
+from trainop.jsontypes import Json
 
 # A 2-core machine runs every rank at once; the first pull of the 6 GB torch image adds ~2 min.
 JOB_TIMEOUT = 600.0

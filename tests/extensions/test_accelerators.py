@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -22,8 +21,8 @@ from trainop.extensions.accelerators import PROFILES_ENV, builtin_profiles
 from trainop.frameworks.mpi import MPI, MPIJOB
 from trainop.job.context import JobContext
 from trainop.job.settings import Settings
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = yaml.safe_load(accelerators.builtin_profiles_text())
 WORKER = "spec.pytorchReplicaSpecs[Worker].template.spec"

@@ -9,13 +9,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from trainop.extensions.jsonlogs import MODULE, sitecustomize_source
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 IDENTITY = {
     "TRAINOP_JOB_NAME": "mnist",
     "TRAINOP_NAMESPACE": "team-a",

@@ -5,7 +5,6 @@ condition names when the image has no TensorFlow (docs/parameter-server.md)."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 
@@ -23,8 +22,8 @@ from trainop.extensions.parameterserver import (
     program_source,
 )
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 PS = key_for("PS")
 WORKER = key_for("Worker")
 COMMAND = ["python3", f"{MOUNT_PATH}/{PROGRAM}", "--termination-log", "/dev/termination-log"]

@@ -5,7 +5,6 @@ misuse with the field named, and a job without our annotations is not patched at
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
@@ -13,8 +12,8 @@ from flask.testing import FlaskClient
 from tests.builders import admission_review, container, job, replica, with_run_policy
 from tests.webhooks.helpers import denial, mutated, patch_of, review_response, validated
 from trainop.extensions.parameterserver import DEFAULT_ENV, MOUNT_PATH, PROGRAM, VOLUME, key_for
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 PS = key_for("PS")
 IMAGE = "example.com/team/tf:2.21"
 

@@ -19,8 +19,8 @@ import pytest
 from tests.local.helpers import eventually
 from trainop.extensions.parameterserver import tf_server
 from trainop.extensions.parameterserver.tf_server import BAD_TF_CONFIG, NO_TENSORFLOW
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 PROGRAM = Path(tf_server.__file__)
 CLUSTER = {"chief": ["j-chief-0:2222"], "ps": ["j-ps-0:2222"], "worker": ["j-worker-0:2222"]}
 

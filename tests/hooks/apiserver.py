@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from trainop.frameworks import kind_info
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 JOB_PATH = re.compile(r"/apis/kubeflow\.org/v1/namespaces/([^/]+)/([^/]+)/([^/]+)")
 EVENTS_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/events(?:/([^/]+))?")
 

@@ -19,8 +19,7 @@ from typing import Any
 
 from trainop.controller.sync import SyncResult, sync
 from trainop.job.settings import Settings
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 STAMP0 = "2024-05-01T12:00:00Z"

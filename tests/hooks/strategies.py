@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -12,8 +10,7 @@ from tests.hooks.fakes import Cluster
 from trainop.admission.defaults import apply_defaults
 from trainop.admission.validation import validate
 from trainop.job.settings import Settings
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 POLICIES = st.sampled_from([None, "Always", "OnFailure", "Never", "ExitCode"])
 CLEAN = st.sampled_from([None, "None", "Running", "All"])

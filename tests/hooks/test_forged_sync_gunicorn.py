@@ -22,8 +22,8 @@ from tests.hooks.apiserver import FakeApiserver, fake_apiserver
 from tests.hooks.fakes import Cluster
 from tests.servers import Server, serve
 from trainop.job.event import MAX_MESSAGE_BYTES
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 WORKERS = 2
 FORGED = 200
 

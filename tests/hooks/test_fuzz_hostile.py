@@ -26,8 +26,8 @@ from tests.hooks.test_http import Clock, FakeDeleter
 from tests.realistic import observed
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 JOBS = [
     job("TFJob", name="tf", namespace="ns", Chief=1, PS=1, Worker=2),

@@ -24,8 +24,8 @@ from tests.realistic import resync_request
 from trainop.controller.sync import sync
 from trainop.controller.ttl import RECHECK_SECONDS
 from trainop.job.settings import Settings
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)
 
 

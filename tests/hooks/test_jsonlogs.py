@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 
 import pytest
 
@@ -17,8 +16,8 @@ from trainop.api import constants as c
 from trainop.extensions.jsonlogs import MODULE, MOUNT_PATH, VOLUME, sitecustomize_source
 from trainop.extensions.jsonlogs.extension import ANNOTATION
 from trainop.job.settings import Settings
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 IDENTITY = {
     "TRAINOP_JOB_NAME",
     "TRAINOP_NAMESPACE",

@@ -11,8 +11,7 @@ import pytest
 
 from tests.builders import job, replica, with_run_policy, with_spec
 from tests.hooks.fakes import LAST_APPLIED, STAMP0, Cluster, by_name, canonical, names, stamp
-
-Json = dict
+from trainop.jsontypes import Json
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,7 @@ from tests.hooks.fakes import Cluster, at
 from tests.hooks.test_http import Clock, FakeDeleter
 from tests.hooks.test_recorder import DRAIN_SECONDS, FakeEventApi
 from trainop.job.settings import Settings
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 class Delta:

@@ -14,13 +14,11 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from tests.builders import job
 from tests.hooks.apiserver import FakeApiserver, fake_apiserver
 from tests.servers import Server, sample, serve, worker_pids
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def xgboost_job(name: str) -> Json:

@@ -8,15 +8,14 @@ import json
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from hooks.app import create_app
 from hooks.recorder import OCCURRENCE, Batch, Recorder, event_object, spec_digest
 from tests.builders import job
 from trainop.job.event import Event
 from trainop.job.settings import Settings
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 JOB = {

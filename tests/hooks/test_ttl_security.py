@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 from datetime import datetime
-from typing import Any
 
 from hooks.app import create_app
 from tests.builders import job, with_run_policy
@@ -19,8 +18,8 @@ from tests.hooks.fakes import at, stamp
 from tests.hooks.test_http import Clock, FakeDeleter
 from trainop.controller.ttl import RECHECK_SECONDS, verdict
 from trainop.job.settings import Settings
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 NOW = at(100)
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from trainop.frameworks import kind_info
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from trainop.jsontypes import Json
 from trainop.local.containers import PodSite, expand, plan_container, plan_pod, remap, resolve_env
 from trainop.local.errors import NotRunnableLocally
 
-Json = dict[str, Any]
 PATH = "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0]"
 
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -21,8 +20,7 @@ from tests.local.runs import replica, trainop, write_job
 from tests.local.test_examples import local_copy, require, stated
 from trainop.extensions.parameterserver import DEFAULT_ENV, key_for
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ import importlib
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -16,8 +15,7 @@ import yaml
 from tests.local.runs import REPO, trainop
 from trainop.examples import example as packaged
 from trainop.frameworks import kind_info
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def require(*modules: str) -> None:

@@ -7,7 +7,6 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,8 +14,7 @@ from tests.jsonlogs_lines import assert_documented, split_log
 from tests.local.runs import trainop
 from tests.local.test_examples import local_copy, require
 from trainop.extensions.jsonlogs.extension import ANNOTATION
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def run_json(example: str, tmp_path: Path) -> tuple[str, Path]:

@@ -10,9 +10,10 @@ import textwrap
 
 import pytest
 
-from tests.jsonlogs_lines import Json, assert_documented, split_log
+from tests.jsonlogs_lines import assert_documented, split_log
 from tests.local.test_examples import require
 from trainop.extensions.jsonlogs import MODULE, sitecustomize_source
+from trainop.jsontypes import Json
 
 IDENTITY = {
     "TRAINOP_JOB_NAME": "digits",

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from tests.local.helpers import behave, eventually, new_tag, pids_tagged
+from trainop.jsontypes import Json
 from trainop.local.containers import ContainerPlan
 from trainop.local.kubelet import LocalPod, backoff, should_restart
-
-Json = dict[str, Any]
 
 
 def plan(name: str, argv: list[str], cwd: Path) -> ContainerPlan:

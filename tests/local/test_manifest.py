@@ -11,9 +11,8 @@ import pytest
 import yaml
 
 from tests.builders import container, job, replica
+from trainop.jsontypes import Json
 from trainop.local.manifest import NO_DRA, ManifestError, as_created, load, parse
-
-Json = dict[str, Any]
 
 
 def config_map(name: str = "scripts", **fields: Any) -> Json:

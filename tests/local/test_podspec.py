@@ -11,9 +11,9 @@ from tests.builders import container, job, replica
 from trainop import examples
 from trainop.admission.defaults import apply_defaults
 from trainop.frameworks import kind_info
+from trainop.jsontypes import Json
 from trainop.local.podspec import DNS1123_LABEL_MESSAGE, ENV_NAME_MESSAGE, pod_spec_errors, template_errors
 
-Json = dict[str, Any]
 SPEC = "spec.pytorchReplicaSpecs[Worker].template.spec"
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.builders import job
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def with_status(

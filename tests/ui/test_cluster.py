@@ -17,6 +17,7 @@ from werkzeug.serving import make_server
 from tests.ui.helpers import pod, pytorch, with_status
 from trainop.controller.podgroups import KUBERNETES_KEY, PLUGINS_KEY, VOLCANO_KEY
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
+from trainop.jsontypes import Json
 from trainop.kubeclient import KubeClient
 from trainop.ui.app import Settings, create_app
 from trainop.ui.auth import AuthSettings
@@ -25,8 +26,6 @@ from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API
 from trainop.ui.source import Container, NotAllowed, User
 from trainop.ui.summary import summarize
 from trainop.ui.wizard import Form
-
-Json = dict[str, Any]
 
 
 def with_tensorboard(obj: Json) -> Json:

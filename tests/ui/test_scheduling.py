@@ -9,11 +9,11 @@ from typing import Any
 
 from tests.ui.helpers import pod, pytorch
 from trainop.job.gang import KUBERNETES_API
+from trainop.jsontypes import Json
 from trainop.kubeclient import ApiError
 from trainop.ui.scheduling import Discovery, gates, why_pending
 from trainop.ui.source import Event
 
-Json = dict[str, Any]
 GANG_WAITS = "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled"
 NO_ROOM = "0/1 nodes are available: 1 Insufficient cpu."
 

@@ -6,12 +6,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from tests.local.helpers import behave, eventually
 from tests.local.runs import replica, start, trainop, write_job
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def python(code: str) -> list[str]:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
 
 import jsonpatch
 from flask.testing import FlaskClient
 
 from tests.builders import admission_review
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def post(client: FlaskClient, path: str, body: Json | bytes | str) -> tuple[int, Json]:

@@ -24,12 +24,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from trainop import kubeclient
+from trainop.jsontypes import Json
 from trainop.kubeclient import ApiError
 from webhooks import certs, selfcert
 from webhooks.certs import KeyPair
 from webhooks.selfcert import CertKeeper, Material, Settings
 
-Json = dict[str, Any]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS = (
     "trainop-webhooks.trainop-system.svc",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 import pytest
 from flask.testing import FlaskClient
@@ -17,8 +15,7 @@ from trainop.admission.validation import MAX_CHILDREN_BYTES, implied_children_by
 from trainop.controller.sync import sync
 from trainop.frameworks import framework
 from trainop.job.settings import Settings
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 # One job of every kind, of ~1000 pods.
 WIDE = {

@@ -15,10 +15,10 @@ from flask.testing import FlaskClient
 
 from tests.builders import admission_review, job
 from tests.webhooks.helpers import post, review_response
+from trainop.jsontypes import Json
 from webhooks import admission
 from webhooks.app import DEFAULT_MAX_BODY_BYTES, MAX_BODY_CONFIG, create_app
 
-Json = dict[str, Any]
 ROUTES = ["/mutate", "/validate"]
 
 

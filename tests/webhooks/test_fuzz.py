@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 from tests.builders import admission_review, container, job, replica, with_spec
 from tests.fuzzing import FUZZ as HOSTILE
 from tests.fuzzing import encode, hostile_bodies
+from trainop.jsontypes import Json
 from webhooks.app import create_app
-
-Json = dict[str, Any]
 
 CLIENT: FlaskClient = create_app().test_client()
 ROUTES = st.sampled_from(["/mutate", "/validate"])

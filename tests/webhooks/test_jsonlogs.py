@@ -12,8 +12,7 @@ from flask.testing import FlaskClient
 from tests.builders import job
 from tests.webhooks.helpers import denial, mutated, validated
 from trainop.extensions.jsonlogs.extension import ANNOTATION, DEFAULT_ENV, configured_default
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def annotated(obj: Json, value: Any) -> Json:

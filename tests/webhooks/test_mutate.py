@@ -5,16 +5,13 @@ The defaults: docs/design.md#defaulting.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from flask.testing import FlaskClient
 
 from tests.builders import admission_review, container, job, replica, with_run_policy, with_spec
 from tests.webhooks.helpers import mutated, patch_of, review_response, validated
+from trainop.jsontypes import Json
 from webhooks import admission
-
-Json = dict[str, Any]
 
 
 def defaulted_replica(

@@ -4,7 +4,6 @@ it changes."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from flask.testing import FlaskClient
 
@@ -12,10 +11,9 @@ from tests.builders import admission_review, job
 from tests.webhooks.helpers import patch_of, post, review_response
 from trainop.admission.defaults import apply_defaults
 from trainop.jsoncost import Claim
+from trainop.jsontypes import Json
 from webhooks.admission import json_patch
 from webhooks.app import BUDGET_CONFIG, DEFAULT_MAX_BODY_BYTES, create_app
-
-Json = dict[str, Any]
 
 
 def padded_review(unit: bytes, size: int) -> bytes:

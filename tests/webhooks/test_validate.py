@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
 
 from tests.builders import admission_review, container, job, replica, with_run_policy, with_spec
 from tests.webhooks.helpers import denial, review_response, validated
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 VALID = {
     "TFJob": job("TFJob", Chief=1, PS=1, Worker=2),

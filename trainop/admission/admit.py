@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from trainop.admission.defaults import apply_defaults
 from trainop.admission.validation import validate
@@ -17,8 +16,7 @@ from trainop.api.checks import Result
 from trainop.api.jsonpath import dig
 from trainop.extensions import apply_defaults as apply_extensions
 from trainop.frameworks import KINDS
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def managed_elsewhere(job: Json) -> bool:

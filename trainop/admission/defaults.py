@@ -12,12 +12,9 @@ job padded with large fields it never looks at as for a plain one. Callers must 
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainop.api.kinds import KindInfo
 from trainop.frameworks import framework
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def apply_defaults(job: Json) -> Json:

@@ -27,8 +27,7 @@ from trainop.frameworks import FRAMEWORKS, KINDS
 from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
 from trainop.job.settings import Settings
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_MAX = 63

@@ -17,8 +17,6 @@ from typing import Any, Final
 from trainop.api import quantity
 from trainop.api.checks import Result
 
-Json = dict[str, Any]
-
 
 @dataclass(frozen=True)
 class Device:

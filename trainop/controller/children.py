@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainop import extensions
 from trainop.api import constants as c
 from trainop.api.jsonvalues import copy_json
 from trainop.frameworks.base import Framework, master_role_label
 from trainop.job.context import JobContext
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def base_labels(ctx: JobContext) -> dict[str, str]:

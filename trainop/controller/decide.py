@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from trainop import extensions
 from trainop.api import constants as c
@@ -23,8 +22,7 @@ from trainop.extensions.base import ReplicaFailure
 from trainop.frameworks.base import Counts
 from trainop.job.conditions import find, finished, is_true, set_condition
 from trainop.job.observed import ObservedPod
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 # Containers killed by a signal exit with 128 + signal; Kubeflow retries those under ExitCode.
 RETRYABLE_EXIT_CODE = 128

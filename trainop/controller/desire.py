@@ -23,8 +23,8 @@ from trainop.controller.observe import Observation
 from trainop.controller.ttl import remaining, ttl_seconds
 from trainop.extensions.base import COMPONENT_LABEL, JobState
 from trainop.job.observed import SERVICE, ObservedPod, objects
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 
 

@@ -21,8 +21,7 @@ from trainop.job.conditions import find, finished
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, WARNING, Event, well_formed
 from trainop.job.observed import SERVICE, Children, ObservedPod
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 @dataclass(frozen=True)

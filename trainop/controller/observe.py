@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from trainop.api.times import timestamp
 from trainop.frameworks import framework
@@ -12,8 +11,7 @@ from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
 from trainop.job.observed import Children, ObservedPod, pods_of
 from trainop.job.settings import Settings
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,7 @@ from typing import Any
 from trainop.api import quantity
 from trainop.job.context import JobContext
 from trainop.job.gang import KUBERNETES, KUBERNETES_API, PLUGINS, VOLCANO, family
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 VOLCANO_KEY = "PodGroup.scheduling.volcano.sh/v1beta1"
 PLUGINS_KEY = "PodGroup.scheduling.x-k8s.io/v1alpha1"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from trainop.admission.admit import admit
 from trainop.api.jsonpath import dig
@@ -22,8 +21,7 @@ from trainop.controller.observe import observe, previous_status
 from trainop.job.event import Event
 from trainop.job.observed import Children
 from trainop.job.settings import Settings
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 @dataclass(frozen=True)

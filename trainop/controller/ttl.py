@@ -24,8 +24,8 @@ from trainop.api import constants as c
 from trainop.api.jsonpath import dig
 from trainop.api.times import parse_timestamp
 from trainop.job.conditions import is_true
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 # How soon to look again after a sync whose job claims an expired TTL, whatever the server's copy
 # said. When it lags the sync that finished the job, Metacontroller writes the finished status after
 # the hook answers and that write triggers a sync of its own, so this is only a safety net; when it is

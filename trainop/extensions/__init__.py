@@ -28,8 +28,7 @@ from trainop.extensions.jsonlogs import JsonLogs
 from trainop.extensions.parameterserver import DefaultServer
 from trainop.extensions.placement import Placement
 from trainop.extensions.tensorboard import TensorBoard
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 EXTENSIONS: Final[tuple[Extension, ...]] = (
     Accelerators(),

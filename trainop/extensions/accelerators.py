@@ -31,8 +31,7 @@ from trainop.api.checks import Result, quote_all
 from trainop.api.kinds import KindInfo
 from trainop.extensions.base import PREFIX, AnnotationDoc, Extension, annotation_path
 from trainop.frameworks import KINDS
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}accelerator"
 PROFILES_ENV: Final = "TRAINOP_ACCELERATOR_PROFILES"

@@ -14,12 +14,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from trainop.api.checks import Result
 from trainop.api.kinds import ChildType
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 PREFIX: Final = "trainop.dev/"
 # On every child an extension returns, naming the extension: the framework's own children never carry it.

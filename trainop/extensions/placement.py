@@ -36,8 +36,7 @@ from trainop.api.constants import LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REP
 from trainop.api.kinds import KindInfo
 from trainop.extensions.base import PREFIX, AnnotationDoc, Extension, annotation_path
 from trainop.frameworks import KINDS
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}placement"
 DEFAULTS_ENV: Final = "TRAINOP_PLACEMENT_DEFAULTS"

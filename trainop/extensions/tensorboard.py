@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Final
+from typing import Final
 
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
@@ -46,8 +46,7 @@ from trainop.extensions.base import (
     annotation_path,
 )
 from trainop.frameworks import KINDS
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}tensorboard"
 ENDPOINT: Final = f"{ANNOTATION}.s3-endpoint"

@@ -18,8 +18,7 @@ from trainop.api.models import Model
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, Event
 from trainop.job.observed import Children, ObservedPod
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def env(name: str, value: str | int) -> Json:

@@ -14,10 +14,11 @@ from trainop.api import devices
 from trainop.api.checks import Result, check_enum
 from trainop.api.kinds import ChildType, KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
-from trainop.frameworks.base import Framework, Json, env
+from trainop.frameworks.base import Framework, env
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, WARNING, Event
 from trainop.job.observed import Children, ObservedPod, objects
+from trainop.jsontypes import Json
 
 MPIJOB = KindInfo(
     kind="MPIJob",

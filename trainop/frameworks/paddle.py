@@ -11,13 +11,13 @@ from trainop.api.kinds import KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import (
     Framework,
-    Json,
     check_elastic_bounds,
     default_elastic_bounds,
     env,
     replicas_of,
 )
 from trainop.job.context import JobContext
+from trainop.jsontypes import Json
 
 PADDLEJOB = KindInfo(
     kind="PaddleJob",

@@ -17,7 +17,6 @@ from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import (
     Counts,
     Framework,
-    Json,
     check_elastic_bounds,
     default_elastic_bounds,
     env,
@@ -25,6 +24,7 @@ from trainop.frameworks.base import (
 )
 from trainop.job.context import JobContext
 from trainop.job.observed import ObservedPod
+from trainop.jsontypes import Json
 
 PYTORCHJOB = KindInfo(
     kind="PyTorchJob",

@@ -10,9 +10,10 @@ from pydantic import Field
 from trainop.api.checks import Result, check_enum
 from trainop.api.kinds import KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
-from trainop.frameworks.base import Counts, Framework, Json, env
+from trainop.frameworks.base import Counts, Framework, env
 from trainop.job.context import JobContext
 from trainop.job.observed import ObservedPod
+from trainop.jsontypes import Json
 
 TFJOB = KindInfo(
     kind="TFJob",

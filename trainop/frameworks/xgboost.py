@@ -6,8 +6,9 @@ from pydantic import Field
 
 from trainop.api.kinds import KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
-from trainop.frameworks.base import Framework, Json, env
+from trainop.frameworks.base import Framework, env
 from trainop.job.context import JobContext
+from trainop.jsontypes import Json
 
 XGBOOSTJOB = KindInfo(
     kind="XGBoostJob",

@@ -29,8 +29,7 @@ from trainop.api.kinds import KindInfo
 from trainop.api.models import JobStatus
 from trainop.frameworks import KINDS, framework
 from trainop.install.manifests import GENERATED_HEADER, LABELS, dump_yaml, generated_manifests
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 CATEGORIES = ("kubeflow",)
 CRD_DIRS = ("manifests/crds", "charts/trainop/crds")

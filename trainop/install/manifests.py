@@ -22,8 +22,7 @@ from trainop.api.kinds import ChildType, KindInfo
 from trainop.frameworks import KINDS
 from trainop.install import policies
 from trainop.job import gang
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 NAMESPACE = "trainop-system"
 HOOKS_NAME = "trainop-hooks"

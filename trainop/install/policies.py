@@ -22,12 +22,10 @@ policy variables (the chart's matchConditions name the ServiceAccounts themselve
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from trainop.api.constants import GROUP
 from trainop.api.kinds import KindInfo
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 WEBHOOK_CONFIGURATION_RESOURCES = ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")

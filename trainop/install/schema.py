@@ -14,8 +14,7 @@ from typing import Any
 from trainop.api.checks import FieldError
 from trainop.frameworks import kind_info
 from trainop.install.crds import openapi_schema
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),

@@ -7,11 +7,9 @@ so triggers another sync, whenever it differs).
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainop.api import constants as c
+from trainop.jsontypes import Json
 
-Json = dict[str, Any]
 TERMINAL = (c.SUCCEEDED, c.FAILED)
 
 

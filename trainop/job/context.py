@@ -9,8 +9,7 @@ from typing import Any
 from trainop.api.jsonvalues import clean
 from trainop.api.kinds import KindInfo
 from trainop.job.settings import Settings
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from trainop.api import constants as c
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 POD = "Pod.v1"
 SERVICE = "Service.v1"

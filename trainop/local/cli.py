@@ -13,13 +13,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TextIO
 
 from trainop.admission.admit import admit
 from trainop.extensions.jsonlogs import extension as jsonlogs
 from trainop.extensions.placement import Placement
 from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
+from trainop.jsontypes import Json
 from trainop.local import tensorboard
 from trainop.local.devices import Allocator, InventoryError
 from trainop.local.devices import detect as detect_devices
@@ -38,9 +39,6 @@ from trainop.local.runner import (
 )
 from trainop.local.sandbox import PASSED
 from trainop.local.tensorboard import TensorBoardServer
-
-Json = dict[str, Any]
-
 
 CONFINEMENT = f"""\
 confinement (docs/local-confinement.md):

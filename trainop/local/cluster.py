@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from trainop.api.kinds import KindInfo
 from trainop.api.times import timestamp
+from trainop.jsontypes import Json
 from trainop.local.containers import ContainerPlan, PodSite, plan_pod
 from trainop.local.devices import Allocator, Inventory, requested, visibility_env, with_env
 from trainop.local.errors import template_path
@@ -24,8 +24,6 @@ from trainop.local.kubelet import Event, LocalPod
 from trainop.local.paths import inside, write_file
 from trainop.local.sandbox import Sandbox
 from trainop.local.volumes import DEFAULT_MODE, ConfigMapNotReady, local_dirs, materialize, write_config_map
-
-Json = dict[str, Any]
 
 POD_KEY = "Pod.v1"
 

@@ -11,12 +11,10 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from trainop.jsontypes import Json
 from trainop.local.errors import NotRunnableLocally
 from trainop.local.paths import inside
-
-Json = dict[str, Any]
 
 LOOPBACK = "127.0.0.1"
 # Downward-API fields a pod can know about itself without a cluster, as `fieldRef.fieldPath`.

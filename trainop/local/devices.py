@@ -28,11 +28,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from trainop.api import devices as table
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 INVENTORY_ENV: Final = "TRAINOP_LOCAL_DEVICES"
 NVIDIA: Final = "nvidia.com/gpu"

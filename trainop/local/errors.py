@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainop.api import constants as c
 from trainop.api.kinds import KindInfo
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 class NotRunnableLocally(Exception):

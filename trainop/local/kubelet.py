@@ -13,14 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from trainop.api.times import timestamp
+from trainop.jsontypes import Json
 from trainop.local.containers import LOOPBACK, ContainerPlan
 from trainop.local.paths import inside
 from trainop.local.process import ContainerProcess, Exit
-
-Json = dict[str, Any]
 
 # kubelet backs off 10s doubling to 5 min; a local run wants feedback sooner but still no hot loop.
 BACKOFF_BASE_SECONDS = 1.0

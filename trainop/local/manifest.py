@@ -8,7 +8,6 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -16,9 +15,8 @@ from trainop.api.kinds import UnknownKindError
 from trainop.api.times import timestamp
 from trainop.examples import UnknownExampleError, example
 from trainop.frameworks import KINDS, kind_info
+from trainop.jsontypes import Json
 from trainop.local.fetch import FetchError, fetch, is_url
-
-Json = dict[str, Any]
 
 EXAMPLE_PREFIX = "example:"
 # What the apiserver allows (k8s.io/apimachinery validation): names are DNS subdomains, keys file names.

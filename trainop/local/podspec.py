@@ -15,8 +15,7 @@ from typing import Any
 
 from trainop.api.checks import FieldError
 from trainop.api.kinds import KindInfo
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 DNS1123_LABEL_MAX = 63
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import socket
 from contextlib import ExitStack
-from typing import Any
 
 from trainop.api.kinds import KindInfo
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 
 def replica_slots(info: KindInfo, job: Json) -> list[tuple[str, int]]:

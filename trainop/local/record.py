@@ -15,13 +15,11 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from trainop.api.times import timestamp
+from trainop.jsontypes import Json
 from trainop.local.display import Display, Row
 from trainop.local.kubelet import LocalPod
-
-Json = dict[str, Any]
 
 RUN_FILE = "run.json"
 MERGED_LOG = "merged.log"

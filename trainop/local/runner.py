@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from trainop.api import constants as c
 from trainop.api.kinds import KindInfo
@@ -20,6 +19,7 @@ from trainop.frameworks import kind_info
 from trainop.job.addresses import LocalAddresses
 from trainop.job.conditions import finished, is_true
 from trainop.job.settings import Settings
+from trainop.jsontypes import Json
 from trainop.local import ports
 from trainop.local.cluster import LocalCluster
 from trainop.local.devices import Allocator, detect
@@ -30,8 +30,6 @@ from trainop.local.logs import LogFollower, prefix, replica_name
 from trainop.local.manifest import Manifest
 from trainop.local.network import LoopbackNetwork
 from trainop.local.sandbox import PASSED, Sandbox
-
-Json = dict[str, Any]
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1

@@ -18,12 +18,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from trainop.extensions import tensorboard as extension
+from trainop.jsontypes import Json
 from trainop.local.ports import free_ports
-
-Json = dict[str, Any]
 
 LOG_DIR = "tensorboard"
 LOG_FILE = "tensorboard.log"

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from trainop.jsontypes import Json
 from trainop.local.errors import NotRunnableLocally
 from trainop.local.paths import inside, write_file
-
-Json = dict[str, Any]
 
 DEFAULT_MODE = 0o644
 

@@ -26,6 +26,7 @@ from werkzeug.utils import secure_filename
 
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.frameworks import KINDS, kind_info
+from trainop.jsontypes import Json
 from trainop.local.logs import replica_name
 from trainop.ui.auth import TOKEN_COOKIE, Authenticator, AuthSettings, Unauthenticated, csrf_ok, csrf_token
 from trainop.ui.links import Link
@@ -47,7 +48,6 @@ from trainop.ui.wizard import (
     form_fields,
 )
 
-Json = dict[str, Any]
 HERE = Path(__file__).parent
 TENSORBOARD_URL = "/tensorboard/${metadata.namespace}/${metadata.name}/"
 # Every event stream's path starts so: the server gives those answers the stream's lifetime to finish.

@@ -18,9 +18,9 @@ import urllib.error
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
 
 from trainop.frameworks import KINDS, kind_info
+from trainop.jsontypes import Json
 from trainop.kubeclient import ApiError, KubeClient, from_env
 from trainop.local.logs import prefix
 from trainop.ui.app import Settings
@@ -30,7 +30,6 @@ from trainop.ui.scheduling import Discovery, Gate, gates, waiting
 from trainop.ui.source import Container, Detail, Event, Invalid, NotAllowed, User
 from trainop.ui.summary import Summary, summarize
 
-Json = dict[str, Any]
 GROUP = "kubeflow.org/v1"
 JOB_LABEL = "training.kubeflow.org/job-name"
 # How long a user's "may list X in namespace N" answer is reused.

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-Json = dict[str, Any]
+from trainop.jsontypes import Json
+
 SCOPES = ("job", "replica", "pod")
 _FIELD = re.compile(r"\$\{([^}]*)\}")
 _PART = re.compile(r"\[['\"]([^'\"]+)['\"]\]|([^.\[\]]+)")

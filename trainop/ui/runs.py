@@ -17,17 +17,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from trainop.admission.admit import admit
 from trainop.frameworks import KINDS
+from trainop.jsontypes import Json
 from trainop.local.record import MERGED_LOG, RUN_FILE
 from trainop.ui.source import Container, Detail, Event, Invalid, NotAllowed, User
 from trainop.ui.summary import Summary, summarize
-
-Json = dict[str, Any]
 
 # Read at most this much of a log's end for its first lines: a long run's log can be gigabytes.
 TAIL_BYTES = 512 * 1024

@@ -13,13 +13,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from trainop.job.gang import KUBERNETES_API
+from trainop.jsontypes import Json
 from trainop.kubeclient import ApiError
 from trainop.ui.summary import QUEUE_LABEL
 
-Json = dict[str, Any]
 Get = Callable[[str], Json]  # GET a path as the user; raises ApiError
 
 # Where the sync's PodGroups may be (trainop/controller/podgroups.py makes them, named after the job).

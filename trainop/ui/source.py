@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from trainop.jsontypes import Json
 from trainop.ui.scheduling import Gate
 from trainop.ui.summary import Summary
-
-Json = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from typing import Any
 
 from trainop.api.times import is_timestamp, parse_timestamp
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # States a job can be in, in the order a filter offers them.

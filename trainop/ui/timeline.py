@@ -7,8 +7,7 @@ from html import escape
 from typing import Any
 
 from trainop.api.times import is_timestamp, parse_timestamp
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 WIDTH, LANE, LEFT, RIGHT = 720, 22, 150, 20
 

@@ -17,7 +17,6 @@ import re
 import shlex
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 import yaml
 
@@ -27,9 +26,8 @@ from trainop.extensions.accelerators import catalogue
 from trainop.extensions.base import annotation_path
 from trainop.frameworks import KINDS, kind_info
 from trainop.install.schema import schema_errors
+from trainop.jsontypes import Json
 from trainop.ui.runs import check
-
-Json = dict[str, Any]
 
 RUN_POLICY = ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
 CLEAN_POLICIES = ("", "None", "Running", "All")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
-from typing import Any, Final
+from typing import Final
 
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
@@ -19,8 +19,7 @@ from trainop.api.kinds import ChildType
 from trainop.extensions.base import COMPONENT_LABEL, Addons, AnnotationDoc, Extension, JobState
 from trainop.extensions.jsonlogs import extension as annotation
 from trainop.extensions.jsonlogs.extension import child_name
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 VOLUME: Final = "trainop-jsonlogs"
 MOUNT_PATH: Final = "/opt/trainop/jsonlogs"

@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from trainop.api.checks import Result, quote_all
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 ANNOTATION: Final = "trainop.dev/log-format"
 PATH: Final = f"metadata.annotations[{ANNOTATION}]"

@@ -37,8 +37,7 @@ from trainop.extensions.base import (
 )
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
 from trainop.frameworks import KINDS
-
-Json = dict[str, Any]
+from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}default-server"
 # The one server trainop ships; the kinds whose KindInfo names it may run it.
