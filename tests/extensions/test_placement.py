@@ -8,6 +8,7 @@ import pytest
 
 from tests.builders import container, job, replica
 from trainop.api.checks import Result
+from trainop.extensions.base import Draft
 from trainop.extensions.placement import (
     ANNOTATION,
     DEFAULTS_ENV,
@@ -45,14 +46,14 @@ def affinity(obj: dict[str, Any], rtype: str) -> dict[str, Any]:
 def defaulted(obj: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
     ext = Placement(env or {})
     values = {k: v for k, v in (obj["metadata"].get("annotations") or {}).items() if ext.owns(k)}
-    return ext.default(obj, values)
+    return ext.default(Draft(obj), values).job
 
 
 def validated(obj: dict[str, Any], env: dict[str, str] | None = None) -> Result:
     ext = Placement(env or {})
     values = {k: v for k, v in (obj["metadata"].get("annotations") or {}).items() if ext.owns(k)}
     result = Result()
-    ext.validate(obj, values, result)
+    ext.validate(Draft(obj), values, result)
     return result
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -14,9 +16,15 @@ from tests.builders import job
 from trainop import extensions
 from trainop.admission.admit import admit
 from trainop.admission.defaults import apply_defaults
+from trainop.controller.sync import sync
+from trainop.extensions.base import Extension
+from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
 from trainop.frameworks import KINDS
+from trainop.job.settings import Settings
+from trainop.jsontypes import Json
 
 REPO = Path(__file__).resolve().parents[2]
+T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def every_replica_type(kind: str) -> dict[str, int]:
@@ -43,7 +51,8 @@ def test_a_job_without_our_annotations_is_defaulted_byte_for_byte_as_without_ext
 def test_the_extension_step_returns_a_job_without_our_annotations_as_the_very_same_object(kind: str) -> None:
     defaulted = apply_defaults(job(kind, **every_replica_type(kind)))
 
-    assert extensions.apply_defaults(defaulted) is defaulted
+    assert extensions.resolve(defaulted) == (defaulted, extensions.NONE)
+    assert extensions.resolve(defaulted)[0] is defaulted
 
 
 def test_an_unknown_trainop_annotation_is_refused_with_the_known_ones() -> None:
@@ -108,3 +117,57 @@ def test_the_readme_generator_reports_a_current_table() -> None:
 
 def test_every_documented_annotation_is_under_our_prefix() -> None:
     assert all(doc.key.startswith(extensions.PREFIX) for doc in extensions.docs())
+
+
+class CountingRegistry(tuple[Extension, ...]):
+    """The registry, counting how often a step walks it."""
+
+    walks = 0
+
+    def __iter__(self) -> Iterator[Extension]:
+        type(self).walks += 1
+        return super().__iter__()
+
+
+def every_extension_tfjob() -> Json:
+    """A TFJob that every extension applies to: TensorBoard, JSON logs, placement, an accelerator and the
+    default server on its parameter server."""
+    tf = job("TFJob", name="j", Chief=1, Worker=2, PS=1)
+    tf["metadata"]["annotations"] = {
+        "trainop.dev/tensorboard": "s3://runs/j",
+        "trainop.dev/log-format": "json",
+        "trainop.dev/placement.Worker": "spread-preferred",
+        "trainop.dev/accelerator.Worker": "nvidia-gke-l4",
+        "trainop.dev/default-server.PS": "tensorflow",
+    }
+    tf["spec"]["runPolicy"] = {"cleanPodPolicy": "Running"}
+    return tf
+
+
+def test_one_sync_walks_the_extension_registry_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    tf = every_extension_tfjob()
+    first = sync(tf, {}, Settings(), T0)
+    pods = {o["metadata"]["name"]: o for o in first.children if o["kind"] == "Pod"}
+    assert len(pods) == 4 and all(p["spec"]["volumes"] for p in pods.values())
+    # The parameter server's default server found no TensorFlow: the failure path asks the extensions too.
+    failed = {
+        **pods["j-ps-0"],
+        "metadata": {**pods["j-ps-0"]["metadata"], "uid": "p", "ownerReferences": [{"uid": "uid-j"}]},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {"name": "tensorflow", "state": {"terminated": {"exitCode": NO_TENSORFLOW}}}
+            ],
+        },
+    }
+    observed = {"Pod.v1": {"j-ps-0": failed}}
+    monkeypatch.setattr(extensions, "EXTENSIONS", CountingRegistry(extensions.EXTENSIONS))
+
+    for children in ({}, observed):
+        CountingRegistry.walks = 0
+        result = sync(copy.deepcopy(tf), children, Settings(), T0)
+        assert CountingRegistry.walks == 1, children.keys()
+
+    assert "has no TensorFlow" in next(
+        c["message"] for c in result.status["conditions"] if c["type"] == "Failed"
+    )

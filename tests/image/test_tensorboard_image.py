@@ -18,6 +18,9 @@ from tests.e2e.images import run_command, run_pod
 from tests.local.tensorboards import LOSSES, S3_CREDENTIALS, api, s3_store, scalars, upload_losses
 from trainop.extensions.base import JobState
 from trainop.extensions.tensorboard import ANNOTATION, ENDPOINT, PORT, TensorBoard
+from trainop.frameworks import KINDS
+from trainop.job.context import JobContext
+from trainop.job.settings import Settings
 from trainop.local.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,8 +51,9 @@ def tensorboard_pod(image: str, values: dict[str, str], port: int) -> dict[str, 
     """The pod of the TensorBoard Deployment the hook returns for job `j` in `team-a`, listening on `port`
     (the container shares this machine's network here)."""
     job = {"kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "team-a"}}
+    ctx = JobContext(KINDS["PyTorchJob"], job, Settings())
     state = JobState(finished_at=None, now=datetime.now(UTC))
-    children = TensorBoard({"TRAINOP_TENSORBOARD_IMAGE": image}).children(job, values, state).children
+    children = TensorBoard({"TRAINOP_TENSORBOARD_IMAGE": image}).children(ctx, values, state).children
     (deployment,) = [c for c in children if c["kind"] == "Deployment"]
     pod: dict[str, Any] = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]

@@ -14,7 +14,7 @@ from trainop.admission.validation import validate
 from trainop.api import constants as c
 from trainop.api.checks import Result
 from trainop.api.jsonpath import dig
-from trainop.extensions import apply_defaults as apply_extensions
+from trainop.extensions import NONE, Resolved, resolve
 from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
 
@@ -26,11 +26,11 @@ def managed_elsewhere(job: Json) -> bool:
     return isinstance(managed_by, str) and bool(managed_by) and managed_by != c.MANAGED_BY_US
 
 
-def defaulted(job: Json) -> Json:
-    """The job with every default filled in, then what its `trainop.dev/` annotations resolve to; a job
-    of a kind we do not serve is left for validation."""
+def defaulted(job: Json) -> tuple[Json, Resolved]:
+    """The job with every default filled in, then what its `trainop.dev/` annotations resolve to, and
+    which extensions apply with which values; a job of a kind we do not serve is left for validation."""
     kind = job.get("kind")
-    return apply_extensions(apply_defaults(job)) if isinstance(kind, str) and kind in KINDS else job
+    return resolve(apply_defaults(job)) if isinstance(kind, str) and kind in KINDS else (job, NONE)
 
 
 @dataclass(frozen=True)
@@ -38,17 +38,21 @@ class Admission:
     job: Json  # defaulted
     old: Json | None  # the stored job of an UPDATE, defaulted
     managed_elsewhere: bool
+    # The extensions that apply to `job`, with their values: what every later step reads.
+    extensions: Resolved = NONE
 
     @cached_property
     def checks(self) -> Result:
         """Validation of the defaulted job (of the transition from `old` on UPDATE); computed on demand
         because the defaulting webhook needs only `job`."""
-        return validate(self.job, self.old)
+        return validate(self.job, self.old, self.extensions)
 
 
 def admit(job: Json, old: Json | None = None) -> Admission:
+    admitted, extensions = defaulted(job)
     return Admission(
-        job=defaulted(job),
-        old=defaulted(old) if old is not None else None,
+        job=admitted,
+        old=defaulted(old)[0] if old is not None else None,
         managed_elsewhere=managed_elsewhere(job),
+        extensions=extensions,
     )

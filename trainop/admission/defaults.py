@@ -25,10 +25,10 @@ def apply_defaults(job: Json) -> Json:
     spec = out.get("spec")
     if not isinstance(spec, dict):
         return out
-    # Frameworks default one level below spec (elasticPolicy); those objects are small.
-    spec = out["spec"] = {k: dict(v) if isinstance(v, dict) else v for k, v in spec.items()}
+    spec = out["spec"] = dict(spec)
     replicas = spec.get(info.replica_field)
     if isinstance(replicas, dict):
+        replicas = spec[info.replica_field] = dict(replicas)
         _normalise_replica_keys(info, replicas)
         for rtype, rspec in replicas.items():
             if isinstance(rspec, dict):
@@ -36,7 +36,8 @@ def apply_defaults(job: Json) -> Json:
                 _default_replica(info, rtype, rspec)
     run_policy = spec.setdefault("runPolicy", {})
     if isinstance(run_policy, dict):
-        fw.default_spec(spec, run_policy)
+        spec = out["spec"] = fw.default_spec({**spec, "runPolicy": dict(run_policy)})
+        run_policy = spec["runPolicy"]
         run_policy.setdefault("cleanPodPolicy", "None")
         run_policy.setdefault("suspend", False)
     return out

@@ -21,8 +21,8 @@ from trainop.api.checks import Result, check_enum, check_non_negative, quote_all
 from trainop.api.devices import check_resource_claims
 from trainop.api.jsonpath import dig
 from trainop.api.kinds import KindInfo
-from trainop.extensions import ours
-from trainop.extensions import validate as validate_extensions
+from trainop.extensions import Resolved, ours, resolve
+from trainop.extensions.base import Draft
 from trainop.frameworks import FRAMEWORKS, KINDS
 from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
@@ -49,8 +49,9 @@ POD_OVERHEAD_BYTES = 700
 SERVICE_BYTES = 700
 
 
-def validate(job: Json, old: Json | None = None) -> Result:
-    """Validate `job` (CREATE), or the transition `old` -> `job` (UPDATE)."""
+def validate(job: Json, old: Json | None = None, extensions: Resolved | None = None) -> Result:
+    """Validate `job` (CREATE), or the transition `old` -> `job` (UPDATE); `extensions` is what admission
+    resolved for `job` (resolved here when a caller validates a job it did not admit)."""
     result = Result()
     if (
         old is not None
@@ -88,7 +89,7 @@ def validate(job: Json, old: Json | None = None) -> Result:
     if isinstance(run_policy, dict):
         _check_run_policy(run_policy, result)
     fw.check_spec(spec, result)
-    validate_extensions(job, result)
+    (resolve(job)[1] if extensions is None else extensions).validate(Draft(job), result)
     if old is not None:
         _check_update(info, old, job, result)
     if result.ok:

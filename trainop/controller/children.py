@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from trainop import extensions
 from trainop.api import constants as c
 from trainop.api.jsonvalues import copy_json
+from trainop.extensions import Resolved
 from trainop.frameworks.base import Framework, master_role_label
 from trainop.job.context import JobContext
 from trainop.jsontypes import Json
@@ -30,7 +30,7 @@ def selector(ctx: JobContext, rtype: str) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def pod(ctx: JobContext, fw: Framework, rtype: str, index: int) -> Json:
+def pod(ctx: JobContext, fw: Framework, extensions: Resolved, rtype: str, index: int) -> Json:
     template = copy_json(ctx.templates[rtype])
     meta = template.get("metadata") or {}
     spec = template["spec"]
@@ -58,8 +58,7 @@ def pod(ctx: JobContext, fw: Framework, rtype: str, index: int) -> Json:
     # ExitCode is the operator's policy; kubelet must not restart the container itself.
     spec["restartPolicy"] = "Never" if policy == "ExitCode" else policy
     out = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
-    fw.decorate_pod(ctx, rtype, index, out)
-    return extensions.decorate_pod(ctx.job, out)
+    return extensions.decorate_pod(ctx, fw.decorate_pod(ctx, rtype, index, out))
 
 
 def service(ctx: JobContext, rtype: str, index: int) -> Json:

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from trainop import extensions
 from trainop.api import constants as c
 from trainop.api.jsonvalues import clean
 from trainop.api.times import parse_timestamp
@@ -298,7 +297,7 @@ def _cause(obs: Observation, rtype: str, failed: _FailedPods) -> str:
     failures = [
         ReplicaFailure(rtype, pod.name, pod.exit_code(container)) for t, pod in failed.permanent if t == rtype
     ]
-    cause = extensions.explain_failures(obs.ctx.job, failures)
+    cause = obs.extensions.explain_failures(obs.ctx, failures)
     return f" {cause}" if cause else ""
 
 

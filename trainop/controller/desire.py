@@ -2,7 +2,7 @@
 
 Pods and headless Services come from trainop.controller.children, a framework's extra children from the
 framework, PodGroups from trainop.controller.podgroups, and the children of our extensions (a
-TensorBoard) from trainop.extensions. A finished job returns its remaining children as
+TensorBoard) from the extensions admission resolved. A finished job returns its remaining children as
 they were last applied, so finishing writes nothing.
 """
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from trainop import extensions
 from trainop.api.jsonvalues import clean
 from trainop.api.times import parse_timestamp
 from trainop.controller import children as build
@@ -38,7 +37,7 @@ class Desired:
 
 def desire(obs: Observation, decision: Decision) -> Desired:
     desired = _framework(obs, decision)
-    addons = extensions.children(obs.ctx.job, _state(decision, obs.now))
+    addons = obs.extensions.children(obs.ctx, _state(decision, obs.now))
     if not addons.children and addons.resync_after_seconds is None:
         return desired
     resync = [r for r in (desired.resync_after_seconds, addons.resync_after_seconds) if r is not None]
@@ -81,9 +80,9 @@ def _active(obs: Observation, decision: Decision) -> list[Json]:
             name = ctx.info.pod_name(ctx.name, rtype, index)
             waiting = name not in existing and (hold or fw.waits_for(ctx, rtype, obs.children))
             if name not in decision.dropped and not waiting:
-                pod = build.pod(ctx, fw, rtype, index)
+                pod = build.pod(ctx, fw, obs.extensions, rtype, index)
                 if gang:
-                    podgroups.decorate_pod(ctx, rtype, pod)
+                    pod = podgroups.decorate_pod(ctx, rtype, pod)
                 out.append(pod)
             # Volcano admits the gang first: until then Kubeflow creates neither pods nor services.
             if fw.has_services and not (hold and name not in existing):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainop.api.times import timestamp
+from trainop.extensions import Resolved
 from trainop.frameworks import framework
 from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
@@ -18,6 +19,8 @@ from trainop.jsontypes import Json
 class Observation:
     ctx: JobContext
     fw: Framework
+    # The extensions admission resolved for the job, with their values.
+    extensions: Resolved
     children: Children
     # The pods this job controls, sorted by name.
     pods: tuple[ObservedPod, ...]
@@ -43,14 +46,18 @@ def previous_status(parent: Json) -> Json:
     return {k: v for k, v in (parent.get("status") or {}).items() if k != "observedGeneration"}
 
 
-def observe(job: Json, parent: Json, children: Children, settings: Settings, now: datetime) -> Observation:
-    """`job` is the admitted (defaulted, valid) form of `parent`, the object Metacontroller sent."""
+def observe(
+    job: Json, extensions: Resolved, parent: Json, children: Children, settings: Settings, now: datetime
+) -> Observation:
+    """`job` is the admitted (defaulted, valid) form of `parent`, the object Metacontroller sent, and
+    `extensions` what admission resolved for it."""
     fw = framework(str(job["kind"]))
     ctx = JobContext(fw.info, job, settings)
     uid = str(job["metadata"].get("uid") or "")
     return Observation(
         ctx=ctx,
         fw=fw,
+        extensions=extensions,
         children=children,
         pods=tuple(pods_of(children, uid)),
         previous=previous_status(parent),

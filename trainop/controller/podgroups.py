@@ -112,19 +112,20 @@ def holds_pods(ctx: JobContext, observed: Json | None) -> bool:
     return phase in (None, "", "Pending")
 
 
-def decorate_pod(ctx: JobContext, rtype: str, pod: Json) -> None:
+def decorate_pod(ctx: JobContext, rtype: str, pod: Json) -> Json:
+    """The desired pod as the gang scheduler in use expects it."""
     scheduler = ctx.settings.gang_scheduler
-    spec = pod["spec"]
+    spec = dict(pod["spec"])
     if family(scheduler) == KUBERNETES:
         # The pod's own scheduler (default-scheduler unless the template names another) does the gang.
         spec["schedulingGroup"] = {"podGroupName": ctx.name}
-        return
+        return {**pod, "spec": spec}
     if not spec.get("schedulerName"):
         spec["schedulerName"] = VOLCANO if is_volcano(scheduler) else scheduler
-    meta = pod["metadata"]
+    meta = dict(pod["metadata"])
     if is_volcano(scheduler):
-        meta.setdefault("annotations", {}).update(
-            {VOLCANO_GROUP_ANNOTATION: ctx.name, VOLCANO_TASK_ANNOTATION: rtype.lower()}
-        )
+        group = {VOLCANO_GROUP_ANNOTATION: ctx.name, VOLCANO_TASK_ANNOTATION: rtype.lower()}
+        meta["annotations"] = {**meta.get("annotations", {}), **group}
     else:
-        meta["labels"][PLUGINS_GROUP_LABEL] = ctx.name
+        meta["labels"] = {**meta["labels"], PLUGINS_GROUP_LABEL: ctx.name}
+    return {**pod, "metadata": meta, "spec": spec}

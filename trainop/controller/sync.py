@@ -54,7 +54,7 @@ def sync(parent: Json, children: Children, settings: Settings, now: datetime) ->
         )
     if not admission.checks.ok:
         return _invalid(admission.job, previous_status(parent), admission.checks.message, now)
-    obs = observe(admission.job, parent, children, settings, now)
+    obs = observe(admission.job, admission.extensions, parent, children, settings, now)
     decision = decide(obs)
     desired = desire(obs, decision)
     return SyncResult(

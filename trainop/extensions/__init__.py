@@ -1,15 +1,18 @@
 """The one registry of our extensions: every annotation under `trainop.dev/` that a job may carry.
 
-Admission (trainop.admission.admit) applies `apply_defaults` after Kubeflow's defaults and `validate`
-after Kubeflow's checks, so the webhooks, every sync and `trainop run` resolve and check them the same
-way. An annotation under the prefix that no extension owns is refused with the list of known ones, so a
-misspelt key fails loudly instead of silently doing nothing. The README's annotation table is rendered
+Admission (trainop.admission.admit) calls `resolve` after Kubeflow's defaults: one pass over the
+registry writes every applying extension's defaults into the job and returns a `Resolved` value, which
+validation (after Kubeflow's checks) and every step of the sync read instead of the annotations, so the
+webhooks, every sync and `trainop run` resolve and check them the same way. An annotation under the
+prefix that no extension owns is refused with the list of known ones, so a misspelt key fails loudly
+instead of silently doing nothing. The README's annotation table is rendered
 from this registry (`python hack/annotations.py --write-readme`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from trainop.api.checks import Result
@@ -19,6 +22,7 @@ from trainop.extensions.base import (
     PREFIX,
     Addons,
     AnnotationDoc,
+    Draft,
     Extension,
     JobState,
     ReplicaFailure,
@@ -28,6 +32,7 @@ from trainop.extensions.jsonlogs import JsonLogs
 from trainop.extensions.parameterserver import DefaultServer
 from trainop.extensions.placement import Placement
 from trainop.extensions.tensorboard import TensorBoard
+from trainop.job.context import JobContext
 from trainop.jsontypes import Json
 
 EXTENSIONS: Final[tuple[Extension, ...]] = (
@@ -53,79 +58,96 @@ def ours(job: Json) -> dict[str, Any]:
     return {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(PREFIX)}
 
 
-def _owned(ext: Extension, found: Mapping[str, Any]) -> dict[str, str]:
-    return {k: v for k, v in found.items() if isinstance(v, str) and ext.owns(k)}
+@dataclass(frozen=True)
+class Applied:
+    """One extension that applies to a job, with its annotation values after defaulting."""
+
+    extension: Extension
+    values: Mapping[str, str]
 
 
-def _applies(ext: Extension, values: Mapping[str, str]) -> bool:
-    return bool(values) or ext.applies_without_annotations()
+@dataclass(frozen=True)
+class Resolved:
+    """Which extensions apply to one admitted job and with which values: resolved once, by admission,
+    and read by every later step (validation, the sync's children, pods and failure messages)."""
+
+    applied: tuple[Applied, ...] = ()
+    # (field path, message) of each annotation of ours that no extension reads or whose value is not a
+    # string, found while resolving.
+    refused: tuple[tuple[str, str], ...] = ()
+
+    def validate(self, draft: Draft, result: Result) -> None:
+        """Append every problem with the job's `trainop.dev/` annotations to `result`."""
+        for path, message in self.refused:
+            result.error(path, message)
+        for a in self.applied:
+            a.extension.validate(draft, a.values, result)
+
+    def children(self, ctx: JobContext, state: JobState) -> Addons:
+        """Every applying extension's children of the job, and the soonest resync any of them asks for."""
+        out: list[Json] = []
+        resync: list[float] = []
+        for a in self.applied:
+            addons = a.extension.children(ctx, a.values, state)
+            out += addons.children
+            if addons.resync_after_seconds is not None:
+                resync.append(addons.resync_after_seconds)
+        return Addons(tuple(out), min(resync) if resync else None)
+
+    def decorate_pod(self, ctx: JobContext, pod: Json) -> Json:
+        """The desired pod with what every applying extension adds to it; `pod` itself when none does."""
+        for a in self.applied:
+            pod = a.extension.decorate_pod(ctx, a.values, pod)
+        return pod
+
+    def explain_failures(self, ctx: JobContext, failures: list[ReplicaFailure]) -> str:
+        """What the applying extensions know of why these replicas failed, one sentence each ("" when
+        none does), for the job's Failed condition message."""
+        out = [
+            s for a in self.applied for f in failures if (s := a.extension.explain_failure(ctx, a.values, f))
+        ]
+        return " ".join(out)
 
 
-def apply_defaults(job: Json) -> Json:
-    """The job with every extension's annotations resolved into it; the very same object when none
-    applies (no annotations of ours and no cluster default that adds some)."""
+NONE: Final = Resolved()
+
+
+def resolve(job: Json) -> tuple[Json, Resolved]:
+    """The job with every applying extension's defaults written in, and what applies with which values:
+    the registry's one pass over a job. The very same job object and NONE when nothing applies (no
+    annotations of ours and no cluster default that adds some)."""
     found = ours(job)
+    draft = Draft(job)
+    applied: list[Applied] = []
+    owned: set[str] = set()
     for ext in EXTENSIONS:
-        values = _owned(ext, found)
-        if _applies(ext, values):
-            job = ext.default(job, values)
-    return job
-
-
-def validate(job: Json, result: Result) -> None:
-    """Append every problem with the job's `trainop.dev/` annotations to `result`."""
-    found = ours(job)
-    for key, value in found.items():
-        if not any(ext.owns(key) for ext in EXTENSIONS):
-            result.error(
-                annotation_path(key),
-                f"Unsupported value: no trainop extension reads {key!r}; the known annotations are "
-                f"{', '.join(d.key for d in docs())} (see the README's annotation table)",
-            )
-        elif not isinstance(value, str):
-            result.error(annotation_path(key), f"Invalid value: {value!r}: annotation values are strings")
-    for ext in EXTENSIONS:
-        values = _owned(ext, found)
-        if _applies(ext, values):
-            ext.validate(job, values, result)
-
-
-def children(job: Json, state: JobState) -> Addons:
-    """Every extension's children of the admitted job, and the soonest resync any of them asks for."""
-    found = ours(job)
-    out: list[Json] = []
-    resync: list[float] = []
-    for ext in EXTENSIONS:
-        values = _owned(ext, found)
-        if not _applies(ext, values):
+        mine = {k: v for k, v in found.items() if ext.owns(k)}
+        owned |= mine.keys()
+        values = {k: v for k, v in mine.items() if isinstance(v, str)}
+        if not values and not ext.applies_without_annotations():
             continue
-        addons = ext.children(job, values, state)
-        out += addons.children
-        if addons.resync_after_seconds is not None:
-            resync.append(addons.resync_after_seconds)
-    return Addons(tuple(out), min(resync) if resync else None)
+        before = draft.written
+        draft = ext.default(draft, values)
+        added = {k: v for k, v in draft.written.items() if k not in before and ext.owns(k)}
+        applied.append(Applied(ext, {**values, **added}))
+    if not applied and not found:
+        return job, NONE
+    refused = [
+        (annotation_path(key), _refusal(key, value, key in owned))
+        for key, value in found.items()
+        if key not in owned or not isinstance(value, str)
+    ]
+    return draft.job, Resolved(tuple(applied), tuple(refused))
 
 
-def decorate_pod(job: Json, pod: Json) -> Json:
-    """The desired pod with what every applying extension adds to it; `pod` itself when none does."""
-    found = ours(job)
-    for ext in EXTENSIONS:
-        values = _owned(ext, found)
-        if _applies(ext, values):
-            pod = ext.decorate_pod(job, values, pod)
-    return pod
-
-
-def explain_failures(job: Json, failures: list[ReplicaFailure]) -> str:
-    """What the applying extensions know of why these replicas failed, one sentence each ("" when none
-    does), for the job's Failed condition message."""
-    found = ours(job)
-    out: list[str] = []
-    for ext in EXTENSIONS:
-        values = _owned(ext, found)
-        if _applies(ext, values):
-            out += [s for f in failures if (s := ext.explain_failure(job, values, f))]
-    return " ".join(out)
+def _refusal(key: str, value: Any, owned: bool) -> str:
+    if not owned:
+        known = ", ".join(d.key for d in docs())
+        return (
+            f"Unsupported value: no trainop extension reads {key!r}; the known annotations are {known} (see "
+            "the README's annotation table)"
+        )
+    return f"Invalid value: {value!r}: annotation values are strings"
 
 
 def child_types() -> tuple[ChildType, ...]:

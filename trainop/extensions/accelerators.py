@@ -29,7 +29,15 @@ import yaml
 from trainop.api import devices, quantity
 from trainop.api.checks import Result, quote_all
 from trainop.api.kinds import KindInfo
-from trainop.extensions.base import PREFIX, AnnotationDoc, Extension, annotation_path
+from trainop.extensions.base import (
+    PREFIX,
+    AnnotationDoc,
+    Draft,
+    Extension,
+    annotation_path,
+    owns_family,
+    per_type_suffix,
+)
 from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
 
@@ -290,52 +298,53 @@ class Accelerators(Extension):
     )
 
     def owns(self, key: str) -> bool:
-        return key == ANNOTATION or key.startswith(ANNOTATION + ".")
+        return owns_family(key, ANNOTATION)
 
-    def default(self, job: Json, values: Mapping[str, str]) -> Json:
-        choices, _ = self._read(job, values, catalogue())
-        if not choices:
-            return job
-        info = KINDS[str(job["kind"])]
-        out = dict(job)
-        spec = out["spec"] = dict(out["spec"])
-        replicas = spec[info.replica_field] = dict(spec[info.replica_field])
-        for choice in choices:
-            rspec = replicas[choice.replica_key] = dict(replicas[choice.replica_key])
-            template = rspec["template"] = dict(rspec["template"])
-            template["spec"], _ = resolve(info, template["spec"], choice.profile, choice.count)
-        return out
+    def default(self, draft: Draft, values: Mapping[str, str]) -> Draft:
+        info = draft.info
+        choices = {c.replica_key: c for c in self._read(draft, values, catalogue())[0]}
+        if info is None or not choices:
+            return draft
 
-    def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
+        def equip(key: str, template: Json) -> Json:
+            choice = choices.get(key)
+            if choice is None:
+                return template
+            pod_spec, _ = resolve(info, template["spec"], choice.profile, choice.count)
+            return {**template, "spec": pod_spec}
+
+        return draft.with_templates(equip)
+
+    def validate(self, draft: Draft, values: Mapping[str, str], result: Result) -> None:
         cat = catalogue()
-        choices, problems = self._read(job, values, cat)
+        choices, problems = self._read(draft, values, cat)
         for path, detail in problems:
             result.error(path, detail)
-        info = KINDS.get(str(job.get("kind")))
+        info = draft.info
         if info is None:
             return
         for choice in choices:
             rpath = f"spec.{info.replica_field}[{choice.replica_key}].template.spec"
-            pod_spec = job["spec"][info.replica_field][choice.replica_key]["template"]["spec"]
+            pod_spec = draft.replica_specs[choice.replica_key]["template"]["spec"]
             _, conflicts = resolve(info, pod_spec, choice.profile, choice.count)
             for conflict in conflicts:
                 result.error(f"{rpath}.{conflict.path}", _conflict_message(choice, conflict))
 
     def _read(
-        self, job: Json, values: Mapping[str, str], cat: Catalogue
+        self, draft: Draft, values: Mapping[str, str], cat: Catalogue
     ) -> tuple[list[Choice], list[tuple[str, str]]]:
         """The annotations that can be resolved, and a (path, message) for each one that cannot."""
         choices: list[Choice] = []
         problems: list[tuple[str, str]] = []
-        info = KINDS.get(str(job.get("kind")))
-        spec = job.get("spec")
-        replicas = spec.get(info.replica_field) if info is not None and isinstance(spec, dict) else None
-        if info is None or not isinstance(replicas, dict):
+        info = draft.info
+        spec = draft.job.get("spec")
+        if info is None or not isinstance(spec, dict) or not isinstance(spec.get(info.replica_field), dict):
             return [], []  # Kubeflow's validation reports the missing replica specs.
+        replicas = draft.replica_specs
         keys = {info.canonical_type(k) or k: k for k in replicas}
         for key, value in sorted(values.items()):
             path = annotation_path(key)
-            suffix = key[len(ANNOTATION) + 1 :] if key != ANNOTATION else ""
+            suffix = per_type_suffix(key, ANNOTATION) or ""
             rtype = info.canonical_type(suffix) if suffix else None
             if rtype is None or rtype not in keys:
                 present = quote_all(f"{ANNOTATION}.{t}" for t in keys)

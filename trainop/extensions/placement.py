@@ -29,12 +29,21 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_TYPE
 from trainop.api.kinds import KindInfo
-from trainop.extensions.base import PREFIX, AnnotationDoc, Extension, annotation_path
+from trainop.extensions.base import (
+    PREFIX,
+    AnnotationDoc,
+    Draft,
+    Extension,
+    annotation_path,
+    as_object,
+    owns_family,
+    per_type_suffix,
+)
 from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
 
@@ -132,8 +141,8 @@ def affinity_terms(policy: Policy) -> list[tuple[str, str, Json]]:
 
 def with_terms(template: Json, policy: Policy) -> Json:
     """The pod template with the policy's terms added to its affinity; unchanged if already there."""
-    spec = _mapping(template.get("spec"))
-    affinity = _mapping(spec.get("affinity"))
+    spec = as_object(template.get("spec"))
+    affinity = as_object(spec.get("affinity"))
     new_affinity = copy.deepcopy(affinity)
     changed = False
     for kind, strength, term in affinity_terms(policy):
@@ -166,7 +175,7 @@ class Placement(Extension):
         self._env = env
 
     def owns(self, key: str) -> bool:
-        return key == ANNOTATION or key.startswith(f"{ANNOTATION}.")
+        return owns_family(key, ANNOTATION)
 
     def cluster_defaults(self) -> dict[str, Policy]:
         return parse_defaults(self._env.get(DEFAULTS_ENV, ""))
@@ -177,41 +186,33 @@ class Placement(Extension):
         except ValueError:
             return True  # so validation reports the broken setting
 
-    def default(self, job: Json, values: Mapping[str, str]) -> Json:
-        info = _info(job)
+    def default(self, draft: Draft, values: Mapping[str, str]) -> Draft:
+        info = draft.info
         if info is None:
-            return job
-        specs = _replica_specs(job, info)
+            return draft
         try:
             defaults = self.cluster_defaults()
         except ValueError:
             defaults = {}
-        values = dict(values)
-        job = _with_default_annotations(job, info, specs, values, defaults)
-        new_specs = dict(specs)
-        for key, replica in specs.items():
-            value = _effective(values, key, info)
-            policy = parse_policy(value) if value is not None else None
-            if not isinstance(policy, Policy) or not isinstance(replica, dict):
-                continue
-            template = replica.get("template")
-            if isinstance(template, dict):
-                new_template = with_terms(template, policy)
-                if new_template is not template:
-                    new_specs[key] = {**replica, "template": new_template}
-        if new_specs == specs:
-            return job
-        return {**job, "spec": {**job["spec"], info.replica_field: new_specs}}
+        draft = _with_default_annotations(draft, info, values, defaults)
+        values = {**values, **{k: v for k, v in draft.written.items() if self.owns(k)}}
 
-    def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
+        def place(rtype: str, template: Json) -> Json:
+            value = _effective(values, rtype, info)
+            policy = parse_policy(value) if value is not None else None
+            return with_terms(template, policy) if isinstance(policy, Policy) else template
+
+        return draft.with_templates(place)
+
+    def validate(self, draft: Draft, values: Mapping[str, str], result: Result) -> None:
         try:
             self.cluster_defaults()
         except ValueError as e:
             result.error(DEFAULTS_ENV, f"{e} (the cluster's placement defaults: ask its administrator)")
-        info = _info(job)
+        info = draft.info
         if info is None:
             return
-        specs = _replica_specs(job, info)
+        specs = draft.replica_specs
         for key, value in sorted(values.items()):
             path = annotation_path(key)
             parsed = parse_policy(value)
@@ -219,7 +220,7 @@ class Placement(Extension):
                 result.error(path, parsed)
                 continue
             if key != ANNOTATION:
-                rtype = key[len(ANNOTATION) + 1 :]
+                rtype = per_type_suffix(key, ANNOTATION) or ""
                 if rtype not in specs:
                     known = ", ".join(sorted(specs)) or "none"
                     result.error(
@@ -253,21 +254,6 @@ def _hard_rule_warning(info: KindInfo, rtype: str, replicas: int, policy: Policy
     return ""
 
 
-def _mapping(value: Any) -> Json:
-    return value if isinstance(value, dict) else {}
-
-
-def _info(job: Json) -> KindInfo | None:
-    kind = job.get("kind")
-    return KINDS.get(kind) if isinstance(kind, str) else None
-
-
-def _replica_specs(job: Json, info: KindInfo) -> dict[str, Any]:
-    spec = job.get("spec")
-    specs = spec.get(info.replica_field) if isinstance(spec, dict) else None
-    return dict(specs) if isinstance(specs, dict) else {}
-
-
 def _effective(values: Mapping[str, str], rtype: str, info: KindInfo) -> str | None:
     canonical = info.canonical_type(rtype) or rtype
     for key in (f"{ANNOTATION}.{rtype}", f"{ANNOTATION}.{canonical}", ANNOTATION):
@@ -277,25 +263,16 @@ def _effective(values: Mapping[str, str], rtype: str, info: KindInfo) -> str | N
 
 
 def _with_default_annotations(
-    job: Json,
-    info: KindInfo,
-    specs: Mapping[str, Any],
-    values: dict[str, str],
-    defaults: Mapping[str, Policy],
-) -> Json:
+    draft: Draft, info: KindInfo, values: Mapping[str, str], defaults: Mapping[str, Policy]
+) -> Draft:
     """Write the cluster default of each replica type the job leaves unplaced, as its annotation."""
     added: dict[str, str] = {}
-    for rtype in specs:
+    for rtype in draft.replica_specs:
         canonical = info.canonical_type(rtype) or rtype
         policy = defaults.get(canonical)
         if policy is not None and _effective(values, rtype, info) is None:
             added[f"{ANNOTATION}.{rtype}"] = _spell(policy)
-    if not added:
-        return job
-    values.update(added)
-    meta = _mapping(job.get("metadata"))
-    annotations = _mapping(meta.get("annotations"))
-    return {**job, "metadata": {**meta, "annotations": {**annotations, **added}}}
+    return draft.with_annotations(added)
 
 
 def _spell(policy: Policy) -> str:

@@ -35,17 +35,18 @@ from typing import Final
 
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
-from trainop.api.kinds import ChildType, KindInfo
+from trainop.api.kinds import ChildType
 from trainop.extensions.base import (
     COMPONENT_LABEL,
     PREFIX,
     Addons,
     AnnotationDoc,
+    Draft,
     Extension,
     JobState,
     annotation_path,
 )
-from trainop.frameworks import KINDS
+from trainop.job.context import JobContext
 from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}tensorboard"
@@ -182,19 +183,17 @@ class TensorBoard(Extension):
         return self._env.get(KEEP_AFTER_ENV) or DEFAULT_KEEP_AFTER
 
     # ---- admission -------------------------------------------------------------------------------
-    def default(self, job: Json, values: Mapping[str, str]) -> Json:
+    def default(self, draft: Draft, values: Mapping[str, str]) -> Draft:
         raw = values.get(ANNOTATION)
         log_dir = parse_log_dir(raw) if raw is not None else None
-        info = _info(job)
-        if not isinstance(log_dir, LogDir) or info is None:
-            return job
-        meta = dict(job.get("metadata") or {})
-        annotations = dict(meta.get("annotations") or {})
-        annotations.setdefault(KEEP_AFTER, self.default_keep_after())
-        with_env = _with_replica_env(job, info, log_dir, values)
-        return {**with_env, "metadata": {**meta, "annotations": annotations}}
+        if not isinstance(log_dir, LogDir) or draft.info is None:
+            return draft
+        draft = _with_replica_env(draft, log_dir, values)
+        return (
+            draft if KEEP_AFTER in values else draft.with_annotations({KEEP_AFTER: self.default_keep_after()})
+        )
 
-    def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
+    def validate(self, draft: Draft, values: Mapping[str, str], result: Result) -> None:
         raw = values.get(ANNOTATION)
         if raw is None:
             for key in sorted(values):
@@ -225,19 +224,17 @@ class TensorBoard(Extension):
                 annotation_path(KEEP_AFTER),
                 f'Invalid value: "{keep}": a whole number with s, m, h or d, e.g. "24h" or "0s"',
             )
-        name = str((job.get("metadata") or {}).get("name") or "")
+        name = draft.name or ""
         if len(name) + len(SUFFIX) > DNS_LABEL_MAX:
             result.error(
                 "metadata.name",
                 f'Invalid value: "{name}": with {ANNOTATION} the name may have at most '
                 f"{DNS_LABEL_MAX - len(SUFFIX)} characters (its TensorBoard Service is <name>{SUFFIX})",
             )
-        info = _info(job)
-        if info is not None:
-            _check_training_env(job, info, log_dir, values, result)
+        _check_training_env(draft, log_dir, values, result)
 
     # ---- children --------------------------------------------------------------------------------
-    def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
+    def children(self, ctx: JobContext, values: Mapping[str, str], state: JobState) -> Addons:
         raw = values.get(ANNOTATION)
         log_dir = parse_log_dir(raw) if raw is not None else None
         if not isinstance(log_dir, LogDir):
@@ -249,8 +246,7 @@ class TensorBoard(Extension):
             if left <= 0:
                 return Addons()
             resync = round(left, 3)
-        meta = job["metadata"]
-        name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
+        name, namespace = ctx.name, ctx.namespace
         return Addons((self._deployment(name, namespace, log_dir, values), _service(name, namespace)), resync)
 
     def _deployment(self, job: str, namespace: str, log_dir: LogDir, values: Mapping[str, str]) -> Json:
@@ -298,8 +294,7 @@ class TensorBoard(Extension):
 def with_local_log_dir(job: Json, directory: str) -> Json:
     """`job` (admitted, without the annotation) writing its event files under `directory`, one
     sub-directory per pod, exactly as defaulting writes a cluster directory into it."""
-    info = _info(job)
-    return job if info is None else _with_replica_env(job, info, LogDir("local", directory), {})
+    return _with_replica_env(Draft(job), LogDir("local", directory), {}).job
 
 
 def served_log_dir(values: Mapping[str, str]) -> tuple[str, dict[str, str]] | None:
@@ -353,13 +348,8 @@ def _mount(log_dir: LogDir, read_only: bool) -> Json:
     return mount
 
 
-def _with_replica_env(job: Json, info: KindInfo, log_dir: LogDir, values: Mapping[str, str]) -> Json:
-    specs = dict((job.get("spec") or {}).get(info.replica_field) or {})
-    for rtype, replica in specs.items():
-        if isinstance(replica, dict) and isinstance(replica.get("template"), dict):
-            template = _with_training_env(replica["template"], log_dir, rtype, values)
-            specs[rtype] = {**replica, "template": template}
-    return {**job, "spec": {**job["spec"], info.replica_field: specs}}
+def _with_replica_env(draft: Draft, log_dir: LogDir, values: Mapping[str, str]) -> Draft:
+    return draft.with_templates(lambda rtype, template: _with_training_env(template, log_dir, rtype, values))
 
 
 def _with_training_env(template: Json, log_dir: LogDir, rtype: str, values: Mapping[str, str]) -> Json:
@@ -393,14 +383,13 @@ def _with_training_env(template: Json, log_dir: LogDir, rtype: str, values: Mapp
     return {**template, "spec": spec}
 
 
-def _check_training_env(
-    job: Json, info: KindInfo, log_dir: LogDir, values: Mapping[str, str], result: Result
-) -> None:
+def _check_training_env(draft: Draft, log_dir: LogDir, values: Mapping[str, str], result: Result) -> None:
     """A template variable or volume of ours that the user set otherwise would silently win: refuse it."""
-    specs = (job.get("spec") or {}).get(info.replica_field) or {}
-    for rtype, replica in specs.items():
-        template = replica.get("template") if isinstance(replica, dict) else None
-        spec = template.get("spec") if isinstance(template, dict) else None
+    info = draft.info
+    if info is None:
+        return
+    for rtype, template in draft.templates():
+        spec = template.get("spec")
         if not isinstance(spec, dict):
             continue
         base = f"spec.{info.replica_field}[{rtype}].template.spec"
@@ -420,8 +409,3 @@ def _check_training_env(
                     f"{base}.volumes[{i}]",
                     f'Invalid value: the volume name "{VOLUME}" is taken by {ANNOTATION}; rename it',
                 )
-
-
-def _info(job: Json) -> KindInfo | None:
-    kind = job.get("kind")
-    return KINDS.get(kind) if isinstance(kind, str) else None

@@ -52,10 +52,10 @@ class Framework:
     failed_reason = "Failed"
 
     # ---- admission --------------------------------------------------------------------------------
-    def default_spec(self, spec: Json, run_policy: Json) -> None:
-        """Defaults beyond the common ones, applied in place to the copy being defaulted. Malformed
-        input is left as it is, for validation to report."""
-        return None
+    def default_spec(self, spec: Json) -> Json:
+        """The spec (whose runPolicy is an object) with the defaults beyond the common ones; `spec` itself
+        when there are none. Copy-on-write; malformed input is left as it is, for validation to report."""
+        return spec
 
     def check_spec(self, spec: Json, result: Result) -> None:
         """Validation beyond the common rules and the spec model's types."""
@@ -72,8 +72,10 @@ class Framework:
     def init_containers(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
         return []
 
-    def decorate_pod(self, ctx: JobContext, rtype: str, index: int, pod: Json) -> None:
-        return None
+    def decorate_pod(self, ctx: JobContext, rtype: str, index: int, pod: Json) -> Json:
+        """The desired pod with what this kind adds beyond environment and init containers; `pod` itself
+        when nothing."""
+        return pod
 
     def waits_for(self, ctx: JobContext, rtype: str, children: Children) -> bool:
         """A pod of this type must not be created yet: something it needs does not exist."""
@@ -155,18 +157,22 @@ class Framework:
         return []
 
 
-def default_elastic_bounds(spec: Json, worker_replicas: Any) -> None:
-    """spec.elasticPolicy's missing bound copies the other one, or both take the worker count."""
+def default_elastic_bounds(spec: Json, worker_replicas: Any) -> Json:
+    """The spec with elasticPolicy's missing bound copied from the other one, or both taken from the
+    worker count."""
     elastic = spec.get("elasticPolicy")
     if not isinstance(elastic, dict):
-        return
+        return spec
     lo, hi = elastic.get("minReplicas"), elastic.get("maxReplicas")
     if lo is None and hi is not None:
-        elastic["minReplicas"] = hi
+        bounds = {"minReplicas": hi}
     elif hi is None and lo is not None:
-        elastic["maxReplicas"] = lo
+        bounds = {"maxReplicas": lo}
     elif lo is None and hi is None and isinstance(worker_replicas, int):
-        elastic["minReplicas"] = elastic["maxReplicas"] = worker_replicas
+        bounds = {"minReplicas": worker_replicas, "maxReplicas": worker_replicas}
+    else:
+        return spec
+    return {**spec, "elasticPolicy": {**elastic, **bounds}}
 
 
 def check_elastic_bounds(result: Result, elastic: Json) -> None:

@@ -110,11 +110,11 @@ class MPI(Framework):
     reports_pod_outcomes = False
 
     # ---- admission --------------------------------------------------------------------------------
-    def default_spec(self, spec: Json, run_policy: Json) -> None:
+    def default_spec(self, spec: Json) -> Json:
         # MPIJob keeps a legacy top-level cleanPodPolicy; runPolicy's wins and both end up equal.
+        run_policy = spec["runPolicy"]
         value = run_policy.get("cleanPodPolicy") or spec.get("cleanPodPolicy") or "None"
-        run_policy["cleanPodPolicy"] = value
-        spec["cleanPodPolicy"] = value
+        return {**spec, "runPolicy": {**run_policy, "cleanPodPolicy": value}, "cleanPodPolicy": value}
 
     def check_spec(self, spec: Json, result: Result) -> None:
         check_enum(result, "spec.cleanPodPolicy", spec.get("cleanPodPolicy"), c.CLEAN_POD_POLICIES)
@@ -247,9 +247,10 @@ class MPI(Framework):
             }
         ]
 
-    def decorate_pod(self, ctx: JobContext, rtype: str, index: int, pod: Json) -> None:
-        spec = pod["spec"]
-        first = spec["containers"][0]
+    def decorate_pod(self, ctx: JobContext, rtype: str, index: int, pod: Json) -> Json:
+        spec = dict(pod["spec"])
+        first = dict(spec["containers"][0])
+        spec["containers"] = [first, *spec["containers"][1:]]
         config_map = {"name": f"{ctx.name}-config"}
         if rtype == "Launcher":
             spec.setdefault("serviceAccountName", self.service_account(ctx))
@@ -258,27 +259,30 @@ class MPI(Framework):
                 {"key": "hostfile", "path": "hostfile", "mode": 0o444},
                 {"key": "discover_hosts.sh", "path": "discover_hosts.sh", "mode": 0o555},
             ]
-            spec.setdefault("volumes", []).extend(
-                [
-                    {"name": KUBECTL_VOLUME, "emptyDir": {}},
-                    {"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}},
-                ]
-            )
-            first.setdefault("volumeMounts", []).extend(
-                [
-                    {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_DIR},
-                    {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR},
-                ]
-            )
+            spec["volumes"] = [
+                *spec.get("volumes", []),
+                {"name": KUBECTL_VOLUME, "emptyDir": {}},
+                {"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}},
+            ]
+            first["volumeMounts"] = [
+                *first.get("volumeMounts", []),
+                {"name": KUBECTL_VOLUME, "mountPath": KUBECTL_DIR},
+                {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR},
+            ]
         else:
             if not first.get("command"):
                 first["command"] = ["sleep"]
                 first["args"] = ["365d"]
             items = [{"key": "kubexec.sh", "path": "kubexec.sh", "mode": 0o555}]
-            spec.setdefault("volumes", []).append(
-                {"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}}
-            )
-            first.setdefault("volumeMounts", []).append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR})
+            spec["volumes"] = [
+                *spec.get("volumes", []),
+                {"name": CONFIG_VOLUME, "configMap": {**config_map, "items": items}},
+            ]
+            first["volumeMounts"] = [
+                *first.get("volumeMounts", []),
+                {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR},
+            ]
+        return {**pod, "spec": spec}
 
     def waits_for(self, ctx: JobContext, rtype: str, children: Children) -> bool:
         # Metacontroller creates the children of one sync in no useful order (Pod sorts before

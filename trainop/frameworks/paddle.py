@@ -60,8 +60,8 @@ class Paddle(Framework):
     deleted_job_reason = "SuccessfulDeletePod"
     warns_restarting_only_when_short = True
 
-    def default_spec(self, spec: Json, run_policy: Json) -> None:
-        default_elastic_bounds(spec, replicas_of(spec, self.info.replica_field, "Worker"))
+    def default_spec(self, spec: Json) -> Json:
+        return default_elastic_bounds(spec, replicas_of(spec, self.info.replica_field, "Worker"))
 
     def check_spec(self, spec: Json, result: Result) -> None:
         elastic = spec.get("elasticPolicy")

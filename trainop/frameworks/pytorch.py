@@ -91,12 +91,13 @@ class PyTorch(Framework):
     deleted_job_reason = "SuccessfulDeletePod"
     warns_restarting_only_when_short = True
 
-    def default_spec(self, spec: Json, run_policy: Json) -> None:
-        default_elastic_bounds(spec, replicas_of(spec, self.info.replica_field, "Worker"))
+    def default_spec(self, spec: Json) -> Json:
+        spec = default_elastic_bounds(spec, replicas_of(spec, self.info.replica_field, "Worker"))
         elastic = spec.get("elasticPolicy")
         deprecated_nproc = isinstance(elastic, dict) and elastic.get("nProcPerNode") is not None
         if spec.get("nprocPerNode") is None and not deprecated_nproc:
-            spec["nprocPerNode"] = "auto"
+            return {**spec, "nprocPerNode": "auto"}
+        return spec
 
     def check_spec(self, spec: Json, result: Result) -> None:
         nproc = spec.get("nprocPerNode")

@@ -66,8 +66,8 @@ class TensorFlow(Framework):
     # its own.
     warns_restarting = False
 
-    def default_spec(self, spec: Json, run_policy: Json) -> None:
-        spec.setdefault("successPolicy", "")
+    def default_spec(self, spec: Json) -> Json:
+        return spec if "successPolicy" in spec else {**spec, "successPolicy": ""}
 
     def check_spec(self, spec: Json, result: Result) -> None:
         check_enum(result, "spec.successPolicy", spec.get("successPolicy"), SUCCESS_POLICIES)

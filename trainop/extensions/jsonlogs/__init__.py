@@ -9,35 +9,32 @@ as environment variables. A job without the annotation is not touched (docs/json
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
-from importlib import resources
 from typing import Final
 
 from trainop.api.checks import Result
-from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from trainop.api.constants import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from trainop.api.kinds import ChildType
-from trainop.extensions.base import COMPONENT_LABEL, Addons, AnnotationDoc, Extension, JobState
+from trainop.extensions.base import Addons, AnnotationDoc, Draft, Extension, JobState, ShippedFile
 from trainop.extensions.jsonlogs import extension as annotation
-from trainop.extensions.jsonlogs.extension import child_name
+from trainop.job.context import JobContext
 from trainop.jsontypes import Json
 
-VOLUME: Final = "trainop-jsonlogs"
-MOUNT_PATH: Final = "/opt/trainop/jsonlogs"
-MODULE: Final = "sitecustomize.py"
+NAME: Final = "json-logs"
+SITECUSTOMIZE: Final = ShippedFile(
+    package=__package__,
+    file="sitecustomize.py",
+    suffix=annotation.CHILD_SUFFIX,
+    volume_name="trainop-jsonlogs",
+    mount_path="/opt/trainop/jsonlogs",
+    component=NAME,
+)
+VOLUME: Final = SITECUSTOMIZE.volume_name
+MOUNT_PATH: Final = SITECUSTOMIZE.mount_path
+MODULE: Final = SITECUSTOMIZE.file
 
 
-@cache
 def sitecustomize_source() -> str:
-    return resources.files(__package__).joinpath(MODULE).read_text(encoding="utf-8")
-
-
-def config_map(job_name: str, namespace: str, labels: dict[str, str]) -> Json:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": child_name(job_name), "namespace": namespace, "labels": dict(labels)},
-        "data": {MODULE: sitecustomize_source()},
-    }
+    return SITECUSTOMIZE.source
 
 
 def _field(name: str, path: str) -> Json:
@@ -80,11 +77,8 @@ def with_python_path(env: list[Json]) -> list[Json]:
 def decorate_pod(pod: Json, job_name: str, replica_type: str, index: str | None) -> None:
     """Mount the module into every container of `pod` (a desired pod, changed in place)."""
     spec = pod["spec"]
-    spec["volumes"] = [
-        *(spec.get("volumes") or []),
-        {"name": VOLUME, "configMap": {"name": child_name(job_name)}},
-    ]
-    mount = {"name": VOLUME, "mountPath": MOUNT_PATH, "readOnly": True}
+    spec["volumes"] = [*(spec.get("volumes") or []), SITECUSTOMIZE.volume(job_name)]
+    mount = SITECUSTOMIZE.mount()
     identity = identity_env(job_name, replica_type, index)
     for key in ("initContainers", "containers"):
         for container in spec.get(key) or []:
@@ -99,7 +93,7 @@ class JsonLogs(Extension):
     """`trainop.dev/log-format`, in the registry: defaulting and validation from `extension`, the
     ConfigMap child and the pods' mount and environment from this module."""
 
-    name = "json-logs"
+    name = NAME
     child_types = (ChildType("v1", "configmaps", "InPlace"),)
     docs = (
         AnnotationDoc(
@@ -130,37 +124,42 @@ class JsonLogs(Extension):
         except ValueError:
             return True  # so that validation reports the broken setting
 
-    def default(self, job: Json, values: Mapping[str, str]) -> Json:
+    def default(self, draft: Draft, values: Mapping[str, str]) -> Draft:
         try:
-            return annotation.default(job, self._default_format())
+            default_format = self._default_format()
         except ValueError:
-            return job
+            return draft
+        if default_format != annotation.JSON or annotation.ANNOTATION in values:
+            return draft
+        # A non-string value of ours is not in `values`: validation refuses it, so leave it.
+        return (
+            draft
+            if annotation.annotation(draft.job) is not None
+            else draft.with_annotations({annotation.ANNOTATION: annotation.JSON})
+        )
 
-    def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
+    def validate(self, draft: Draft, values: Mapping[str, str], result: Result) -> None:
         try:
             self._default_format()
         except ValueError as e:
             result.error(
                 annotation.DEFAULT_ENV, f"{e} (the cluster's default log format: ask its administrator)"
             )
-        annotation.validate(job, result)
+        annotation.validate(draft.job, result)
 
-    def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
-        if not annotation.wants_json(job):
+    def children(self, ctx: JobContext, values: Mapping[str, str], state: JobState) -> Addons:
+        if values.get(annotation.ANNOTATION) != annotation.JSON:
             return Addons()
-        meta = job["metadata"]
-        name = str(meta["name"])
-        labels = {LABEL_JOB_NAME: name, COMPONENT_LABEL: self.name}
-        return Addons((config_map(name, str(meta.get("namespace") or "default"), labels),))
+        return Addons((SITECUSTOMIZE.config_map(ctx),))
 
-    def decorate_pod(self, job: Json, values: Mapping[str, str], pod: Json) -> Json:
-        if not annotation.wants_json(job):
+    def decorate_pod(self, ctx: JobContext, values: Mapping[str, str], pod: Json) -> Json:
+        if values.get(annotation.ANNOTATION) != annotation.JSON:
             return pod
         labels = pod["metadata"].get("labels") or {}
         out = {**pod, "spec": _copy_containers(pod["spec"])}
         decorate_pod(
             out,
-            str(job["metadata"]["name"]),
+            ctx.name,
             str(labels.get(LABEL_REPLICA_TYPE, "")),
             labels.get(LABEL_REPLICA_INDEX),
         )

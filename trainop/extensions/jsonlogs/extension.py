@@ -42,26 +42,8 @@ def annotation(job: Json) -> Any:
     return annotations.get(ANNOTATION) if isinstance(annotations, dict) else None
 
 
-def wants_json(job: Json) -> bool:
-    return bool(annotation(job) == JSON)
-
-
 def child_name(job_name: str) -> str:
     return f"{job_name}-{CHILD_SUFFIX}"
-
-
-def default(job: Json, default_format: str) -> Json:
-    """`job` with the resolved format written in: the very same object unless it has no annotation and
-    the default is json (copy-on-write: only metadata and its annotations are copied)."""
-    if default_format != JSON or annotation(job) is not None:
-        return job
-    meta = job.get("metadata")
-    if not isinstance(meta, dict):
-        return job
-    annotations = meta.get("annotations")
-    if annotations is not None and not isinstance(annotations, dict):
-        return job
-    return {**job, "metadata": {**meta, "annotations": {**(annotations or {}), ANNOTATION: JSON}}}
 
 
 def requested(job: Json, log_format: str) -> Json:

@@ -18,25 +18,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from functools import cache
-from importlib import resources
 from typing import Any, Final
 
 from trainop.api.checks import Result
-from trainop.api.constants import LABEL_JOB_NAME
 from trainop.api.kinds import ChildType, KindInfo
 from trainop.extensions.base import (
-    COMPONENT_LABEL,
     PREFIX,
     Addons,
     AnnotationDoc,
+    Draft,
     Extension,
     JobState,
     ReplicaFailure,
+    ShippedFile,
     annotation_path,
+    as_object,
+    owns_family,
+    per_type_suffix,
 )
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
 from trainop.frameworks import KINDS
+from trainop.job.context import JobContext
 from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}default-server"
@@ -46,10 +48,18 @@ SERVERS: Final = (TENSORFLOW,)
 DEFAULT_ENV: Final = "TRAINOP_DEFAULT_PARAMETER_SERVER"
 SWITCH_VALUES: Final = ("true", "false")
 
-PROGRAM: Final = "tf_server.py"
-VOLUME: Final = "trainop-tf-server"
-MOUNT_PATH: Final = "/opt/trainop/tf-server"
-CHILD_SUFFIX: Final = "tf-server"
+NAME: Final = "default-server"
+TF_SERVER: Final = ShippedFile(
+    package=__package__,
+    file="tf_server.py",
+    suffix="tf-server",
+    volume_name="trainop-tf-server",
+    mount_path="/opt/trainop/tf-server",
+    component=NAME,
+)
+PROGRAM: Final = TF_SERVER.file
+VOLUME: Final = TF_SERVER.volume_name
+MOUNT_PATH: Final = TF_SERVER.mount_path
 TERMINATION_LOG: Final = "/dev/termination-log"
 
 
@@ -57,19 +67,14 @@ def server_kinds() -> list[KindInfo]:
     return [info for info in KINDS.values() if info.default_server in SERVERS]
 
 
-@cache
 def program_source() -> str:
-    return resources.files(__package__).joinpath(PROGRAM).read_text(encoding="utf-8")
-
-
-def child_name(job_name: str) -> str:
-    return f"{job_name}-{CHILD_SUFFIX}"
+    return TF_SERVER.source
 
 
 def server_command(container: Json) -> list[str]:
     """What a server container runs. `python3`: every TensorFlow image has it (`python` is not in all)."""
     log = container.get("terminationMessagePath") or TERMINATION_LOG
-    return ["python3", f"{MOUNT_PATH}/{PROGRAM}", "--termination-log", str(log)]
+    return ["python3", TF_SERVER.path, "--termination-log", str(log)]
 
 
 def configured_default(env: Mapping[str, str] = os.environ) -> bool:
@@ -84,18 +89,9 @@ def key_for(rtype: str) -> str:
     return f"{ANNOTATION}.{rtype}"
 
 
-def _mapping(value: Any) -> Json:
-    return value if isinstance(value, dict) else {}
-
-
-def _info(job: Json) -> KindInfo | None:
-    kind = job.get("kind")
-    info = KINDS.get(kind) if isinstance(kind, str) else None
+def _serving(info: KindInfo | None) -> KindInfo | None:
+    """The kind's facts when it may run the default server."""
     return info if info is not None and info.default_server in SERVERS else None
-
-
-def _replica_specs(job: Json, info: KindInfo) -> Json:
-    return _mapping(_mapping(job.get("spec")).get(info.replica_field))
 
 
 def _find_type(specs: Mapping[str, Any], rtype: str) -> str | None:
@@ -104,7 +100,7 @@ def _find_type(specs: Mapping[str, Any], rtype: str) -> str | None:
 
 
 def _container_index(info: KindInfo, template: Any) -> int | None:
-    containers = _mapping(_mapping(template).get("spec")).get("containers")
+    containers = as_object(as_object(template).get("spec")).get("containers")
     if not isinstance(containers, list):
         return None
     return next(
@@ -118,7 +114,7 @@ def _container_index(info: KindInfo, template: Any) -> int | None:
 
 
 def _container(info: KindInfo, replica: Any) -> Json | None:
-    template = _mapping(_mapping(replica).get("template"))
+    template = as_object(as_object(replica).get("template"))
     index = _container_index(info, template)
     return None if index is None else dict(template["spec"]["containers"][index])
 
@@ -137,8 +133,8 @@ def with_server(info: KindInfo, template: Json, job_name: str) -> Json:
     index = _container_index(info, template)
     assert index is not None
     container = spec["containers"][index]
-    volume = {"name": VOLUME, "configMap": {"name": child_name(job_name)}}
-    mount = {"name": VOLUME, "mountPath": MOUNT_PATH, "readOnly": True}
+    volume = TF_SERVER.volume(job_name)
+    mount = TF_SERVER.mount()
     volumes = list(spec.get("volumes") or [])
     mounts = list(container.get("volumeMounts") or [])
     command = server_command(container)
@@ -159,32 +155,28 @@ def with_server(info: KindInfo, template: Json, job_name: str) -> Json:
     return {**template, "spec": new_spec}
 
 
-def _with_cluster_default(job: Json, info: KindInfo) -> tuple[Json, str | None]:
-    """`job` with the annotation for its parameter servers, and the key written, when their container
-    sets neither command nor args and no annotation names them; `(job, None)` otherwise."""
+def _with_cluster_default(draft: Draft, info: KindInfo) -> Draft:
+    """The draft with the annotation for its parameter servers when their container sets neither
+    command nor args and no annotation names them."""
     if info.parameter_server_type is None:
-        return job, None
-    specs = _replica_specs(job, info)
-    ps = _find_type(specs, info.parameter_server_type)
+        return draft
+    specs = draft.replica_specs
+    ps = draft.find_type(info.parameter_server_type)
     container = _container(info, specs.get(ps)) if ps is not None else None
     if container is None or container.get("command") or container.get("args"):
-        return job, None
-    meta = _mapping(job.get("metadata"))
-    annotations = meta.get("annotations")
-    if annotations is not None and not isinstance(annotations, dict):
-        return job, None
+        return draft
     key = key_for(info.parameter_server_type)
-    if any(k.lower() == key.lower() for k in annotations or {}):
-        return job, None
-    added = {**(annotations or {}), key: info.default_server}
-    return {**job, "metadata": {**meta, "annotations": added}}, key
+    annotations = as_object(as_object(draft.job.get("metadata")).get("annotations"))
+    if any(k.lower() == key.lower() for k in annotations):
+        return draft
+    return draft.with_annotations({key: info.default_server})
 
 
 def requested(info: KindInfo, values: Mapping[str, str], specs: Mapping[str, Any]) -> dict[str, str]:
     """{the job's replica-type key: annotation key} for every well-formed annotation naming one."""
     out = {}
     for key, value in values.items():
-        rtype = key[len(ANNOTATION) + 1 :] if key.startswith(f"{ANNOTATION}.") else ""
+        rtype = per_type_suffix(key, ANNOTATION) or ""
         found = _find_type(specs, rtype) if rtype else None
         if (
             value == info.default_server
@@ -198,7 +190,7 @@ def requested(info: KindInfo, values: Mapping[str, str], specs: Mapping[str, Any
 def _total_replicas(specs: Mapping[str, Any]) -> int:
     total = 0
     for replica in specs.values():
-        n = _mapping(replica).get("replicas", 1)
+        n = as_object(replica).get("replicas", 1)
         total += n if isinstance(n, int) and not isinstance(n, bool) else 1
     return total
 
@@ -227,7 +219,7 @@ def _doc() -> AnnotationDoc:
 class DefaultServer(Extension):
     """`trainop.dev/default-server.<ReplicaType>`, in the registry."""
 
-    name = "default-server"
+    name = NAME
     child_types = (ChildType("v1", "configmaps", "InPlace"),)
     docs = (_doc(),)
 
@@ -235,7 +227,7 @@ class DefaultServer(Extension):
         self._env = env
 
     def owns(self, key: str) -> bool:
-        return key == ANNOTATION or key.startswith(f"{ANNOTATION}.")
+        return owns_family(key, ANNOTATION)
 
     def applies_without_annotations(self) -> bool:
         try:
@@ -243,40 +235,35 @@ class DefaultServer(Extension):
         except ValueError:
             return True  # so that validation reports the broken setting
 
-    def default(self, job: Json, values: Mapping[str, str]) -> Json:
-        info = _info(job)
+    def default(self, draft: Draft, values: Mapping[str, str]) -> Draft:
+        info = _serving(draft.info)
         if info is None:
-            return job
+            return draft
         try:
             on = configured_default(self._env)
         except ValueError:
             on = False
         if on:
-            job, added = _with_cluster_default(job, info)
-            if added is not None:
-                values = {**values, added: info.default_server}
-        specs = _replica_specs(job, info)
-        new_specs = dict(specs)
-        name = _mapping(job.get("metadata")).get("name")
-        for rtype in requested(info, values, specs):
-            replica = specs[rtype]
-            container = _container(info, replica)
-            if not isinstance(name, str) or container is None or runs_own_code(container):
-                continue  # for validate to report
-            template = replica["template"]
-            new_template = with_server(info, template, name)
-            if new_template is not template:
-                new_specs[rtype] = {**replica, "template": new_template}
-        if new_specs == specs:
-            return job
-        return {**job, "spec": {**job["spec"], info.replica_field: new_specs}}
+            draft = _with_cluster_default(draft, info)
+            values = {**values, **{k: v for k, v in draft.written.items() if self.owns(k)}}
+        specs = draft.replica_specs
+        wanted = requested(info, values, specs)
+        name = draft.name
 
-    def validate(self, job: Json, values: Mapping[str, str], result: Result) -> None:
+        def serve(rtype: str, template: Json) -> Json:
+            container = _container(info, specs[rtype]) if rtype in wanted else None
+            if name is None or container is None or runs_own_code(container):
+                return template  # for validate to report
+            return with_server(info, template, name)
+
+        return draft.with_templates(serve)
+
+    def validate(self, draft: Draft, values: Mapping[str, str], result: Result) -> None:
         try:
             configured_default(self._env)
         except ValueError as e:
             result.error(DEFAULT_ENV, f"{e} (the cluster's default parameter server: ask its administrator)")
-        info = _info(job)
+        info = _serving(draft.info)
         for key, value in sorted(values.items()):
             path = annotation_path(key)
             if key == ANNOTATION:
@@ -299,15 +286,15 @@ class DefaultServer(Extension):
                 kinds = ", ".join(i.kind for i in server_kinds())
                 result.error(
                     path,
-                    f"Invalid value: the default server is for {kinds} replicas, not {job.get('kind')}; "
-                    "remove the annotation",
+                    f"Invalid value: the default server is for {kinds} replicas, not "
+                    f"{draft.job.get('kind')}; remove the annotation",
                 )
                 continue
-            self._validate_replica(info, job, key, path, result)
+            self._validate_replica(info, draft, key, path, result)
 
-    def _validate_replica(self, info: KindInfo, job: Json, key: str, path: str, result: Result) -> None:
-        specs = _replica_specs(job, info)
-        rtype = key[len(ANNOTATION) + 1 :]
+    def _validate_replica(self, info: KindInfo, draft: Draft, key: str, path: str, result: Result) -> None:
+        specs = draft.replica_specs
+        rtype = per_type_suffix(key, ANNOTATION) or ""
         found = _find_type(specs, rtype)
         if info.canonical_type(rtype) not in info.server_types:
             result.error(
@@ -343,7 +330,7 @@ class DefaultServer(Extension):
                 f"Invalid value: a {info.kind} of one replica gets no TF_CONFIG, so a server has no cluster "
                 "to serve; add the replicas that use it",
             )
-        clean = _mapping(_mapping(job.get("spec")).get("runPolicy")).get("cleanPodPolicy")
+        clean = as_object(as_object(draft.job.get("spec")).get("runPolicy")).get("cleanPodPolicy")
         if clean in (None, "None"):
             result.warnings.append(
                 f"{path}: a default server never exits by itself, and with spec.runPolicy.cleanPodPolicy "
@@ -360,32 +347,18 @@ class DefaultServer(Extension):
                 f"{info.master_types[0]} that runs your training program",
             )
 
-    def children(self, job: Json, values: Mapping[str, str], state: JobState) -> Addons:
-        info = _info(job)
-        if info is None or not requested(info, values, _replica_specs(job, info)):
+    def children(self, ctx: JobContext, values: Mapping[str, str], state: JobState) -> Addons:
+        info = _serving(ctx.info)
+        if info is None or not requested(info, values, ctx.replica_specs):
             return Addons()
-        meta = job["metadata"]
-        name = str(meta["name"])
-        return Addons(
-            (
-                {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "name": child_name(name),
-                        "namespace": str(meta.get("namespace") or "default"),
-                        "labels": {LABEL_JOB_NAME: name, COMPONENT_LABEL: self.name},
-                    },
-                    "data": {PROGRAM: program_source()},
-                },
-            )
-        )
+        return Addons((TF_SERVER.config_map(ctx),))
 
-    def explain_failure(self, job: Json, values: Mapping[str, str], failure: ReplicaFailure) -> str:
-        info = _info(job)
+    def explain_failure(self, ctx: JobContext, values: Mapping[str, str], failure: ReplicaFailure) -> str:
+        info = _serving(ctx.info)
         if info is None or failure.exit_code != NO_TENSORFLOW:
             return ""
-        specs = _replica_specs(job, info)
+        # Keyed by canonical type, as the failure names it.
+        specs = ctx.replica_specs
         key = requested(info, values, specs).get(failure.rtype)
         container = _container(info, specs.get(failure.rtype)) if key else None
         if key is None or container is None or runs_own_code(container):
