@@ -158,3 +158,8 @@ def readme_table() -> str:
         lines.append(f"| `{doc.key}` | {cell(doc.value)} | {cell(doc.effect)} | `{example}` |")
     lines.append(README_END)
     return "\n".join(lines)
+
+
+def owned(ext: Extension, job: Json) -> dict[str, str]:
+    """The job's annotations that `ext` owns, with string values: what its faces are given."""
+    return _owned(ext, ours(job))

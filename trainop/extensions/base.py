@@ -18,6 +18,7 @@ from typing import Final
 
 from trainop.api.checks import Result
 from trainop.api.kinds import ChildType
+from trainop.extensions.faces import Faces
 from trainop.jsontypes import Json
 
 PREFIX: Final = "trainop.dev/"
@@ -66,8 +67,11 @@ class Addons:
     resync_after_seconds: float | None = None
 
 
-class Extension(ABC):
-    """One feature carried by annotations. Subclasses are registered in trainop.extensions.EXTENSIONS."""
+class Extension(Faces, ABC):
+    """One feature carried by annotations. Subclasses are registered in trainop.extensions.EXTENSIONS.
+
+    Its faces outside admission and the sync (`trainop run`, the UI, the chart) are `Faces`'
+    (trainop.extensions.faces)."""
 
     name: str
     docs: tuple[AnnotationDoc, ...]

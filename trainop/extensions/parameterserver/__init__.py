@@ -35,6 +35,7 @@ from trainop.extensions.base import (
     ReplicaFailure,
     annotation_path,
 )
+from trainop.extensions.faces import ChartValue
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
 from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
@@ -236,6 +237,9 @@ class DefaultServer(Extension):
 
     def owns(self, key: str) -> bool:
         return key == ANNOTATION or key.startswith(f"{ANNOTATION}.")
+
+    # ---- faces -----------------------------------------------------------------------------------
+    chart_values = (ChartValue("tensorflow.defaultParameterServer", DEFAULT_ENV),)
 
     def applies_without_annotations(self) -> bool:
         try:
