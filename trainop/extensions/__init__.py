@@ -119,10 +119,10 @@ def resolve(job: Json) -> tuple[Json, Resolved]:
     found = ours(job)
     draft = Draft(job)
     applied: list[Applied] = []
-    owned: set[str] = set()
+    claimed: set[str] = set()
     for ext in EXTENSIONS:
         mine = {k: v for k, v in found.items() if ext.owns(k)}
-        owned |= mine.keys()
+        claimed |= mine.keys()
         values = {k: v for k, v in mine.items() if isinstance(v, str)}
         if not values and not ext.applies_without_annotations():
             continue
@@ -133,9 +133,9 @@ def resolve(job: Json) -> tuple[Json, Resolved]:
     if not applied and not found:
         return job, NONE
     refused = [
-        (annotation_path(key), _refusal(key, value, key in owned))
+        (annotation_path(key), _refusal(key, value, key in claimed))
         for key, value in found.items()
-        if key not in owned or not isinstance(value, str)
+        if key not in claimed or not isinstance(value, str)
     ]
     return draft.job, Resolved(tuple(applied), tuple(refused))
 
@@ -180,3 +180,8 @@ def readme_table() -> str:
         lines.append(f"| `{doc.key}` | {cell(doc.value)} | {cell(doc.effect)} | `{example}` |")
     lines.append(README_END)
     return "\n".join(lines)
+
+
+def owned(ext: Extension, job: Json) -> dict[str, str]:
+    """The job's annotations that `ext` owns, with string values: what its faces are given."""
+    return {k: v for k, v in ours(job).items() if isinstance(v, str) and ext.owns(k)}

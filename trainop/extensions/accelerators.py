@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from importlib import resources
@@ -38,11 +38,17 @@ from trainop.extensions.base import (
     owns_family,
     per_type_suffix,
 )
+from trainop.extensions.faces import ChartValue, WizardField
 from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}accelerator"
 PROFILES_ENV: Final = "TRAINOP_ACCELERATOR_PROFILES"
+# Where the chart mounts its profiles (the ConfigMap <release>-accelerators) into both servers.
+CHART_PROFILES_FILE: Final = "/etc/trainop/accelerators/profiles.yaml"
+# The creation wizard's fields per replica type: a profile and its device count (the annotation's value).
+PROFILE_FIELD: Final = "accelerator"
+COUNT_FIELD: Final = "acceleratorCount"
 VALUE: Final = re.compile(r"^(?P<profile>[a-z0-9]([-a-z0-9.]*[a-z0-9])?)(:(?P<count>[0-9]+))?$")
 PROFILE_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # Far above any node (16 Trainium devices, 128 NeuronCores); a typo such as 80 for 8 still fits, but a
@@ -300,6 +306,51 @@ class Accelerators(Extension):
     def owns(self, key: str) -> bool:
         return owns_family(key, ANNOTATION)
 
+    # ---- faces -----------------------------------------------------------------------------------
+    chart_values = (ChartValue("accelerators.profiles", PROFILES_ENV, file=CHART_PROFILES_FILE),)
+
+    def wizard_fields(self) -> tuple[WizardField, ...]:
+        return (
+            WizardField(PROFILE_FIELD, "Accelerator profile", choices=profile_choices),
+            WizardField(COUNT_FIELD, "Devices of the profile", hint="1"),
+        )
+
+    def form_values(self, annotations: Mapping[str, Any], replica_types: Sequence[str]) -> dict[str, str]:
+        values: dict[str, str] = {}
+        for key, value in annotations.items():
+            rtype = str(key).removeprefix(ANNOTATION + ".")
+            if str(key).startswith(ANNOTATION + ".") and rtype in replica_types:
+                profile, _, count = str(value).partition(":")
+                values[f"{rtype}.{PROFILE_FIELD}"] = profile
+                if count:
+                    values[f"{rtype}.{COUNT_FIELD}"] = count
+        return values
+
+    def form_annotations(
+        self,
+        annotations: Mapping[str, Any],
+        form: Mapping[str, str],
+        replica_types: Sequence[str],
+        present: Sequence[str],
+    ) -> tuple[dict[str, Any], dict[str, list[str]]]:
+        # The form's accelerators replace the job's, for every replica type the form has.
+        out = {k: v for k, v in annotations.items() if k.removeprefix(ANNOTATION + ".") not in replica_types}
+        problems: dict[str, list[str]] = {}
+        for rtype in present:
+            profile = form.get(f"{rtype}.{PROFILE_FIELD}", "").strip()
+            count = form.get(f"{rtype}.{COUNT_FIELD}", "").strip()
+            if profile:
+                out[f"{ANNOTATION}.{rtype}"] = f"{profile}:{count}" if count else profile
+            elif count:
+                problems.setdefault(f"{rtype}.{PROFILE_FIELD}", []).append("pick a profile for the count")
+        return out, problems
+
+    def form_field(self, path: str) -> str | None:
+        prefix = annotation_path(ANNOTATION + ".")[:-1]
+        if path.startswith(prefix) and path.endswith("]"):
+            return f"{path[len(prefix) : -1]}.{PROFILE_FIELD}"
+        return None
+
     def default(self, draft: Draft, values: Mapping[str, str]) -> Draft:
         info = draft.info
         choices = {c.replica_key: c for c in self._read(draft, values, catalogue())[0]}
@@ -398,6 +449,12 @@ class Accelerators(Extension):
                 continue  # Kubeflow's validation reports the missing template.
             choices.append(Choice(key, keys[rtype], profile, count))
         return choices, problems
+
+
+def profile_choices() -> list[tuple[str, str]]:
+    """The profiles the admission code knows here, by name, with their descriptions, for the wizard's
+    picker."""
+    return sorted((name, p.description or p.resource) for name, p in catalogue().profiles.items())
 
 
 def _conflict_message(choice: Choice, conflict: Conflict) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Final
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME
 from trainop.api.kinds import ChildType, KindInfo
+from trainop.extensions.faces import Faces
 from trainop.frameworks import KINDS
 from trainop.job.context import JobContext
 from trainop.jsontypes import Json
@@ -211,11 +212,12 @@ class Addons:
     resync_after_seconds: float | None = None
 
 
-class Extension(ABC):
+class Extension(Faces, ABC):
     """One feature carried by annotations. Subclasses are registered in trainop.extensions.EXTENSIONS.
 
     `values` is always this extension's annotations of the job (full keys, string values) as admission
-    resolved them: after defaulting, so they include what defaulting wrote."""
+    resolved them: after defaulting, so they include what defaulting wrote. Its faces outside admission
+    and the sync (`trainop run`, the UI, the chart) are `Faces`' (trainop.extensions.faces)."""
 
     name: str
     docs: tuple[AnnotationDoc, ...]

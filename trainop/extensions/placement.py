@@ -44,11 +44,13 @@ from trainop.extensions.base import (
     owns_family,
     per_type_suffix,
 )
+from trainop.extensions.faces import ChartValue
 from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}placement"
 DEFAULTS_ENV: Final = "TRAINOP_PLACEMENT_DEFAULTS"
+LOCAL_NOTICE: Final = f"the job's {ANNOTATION} rules are ignored: every pod of a local run is on this machine"
 HOSTNAME: Final = "kubernetes.io/hostname"
 PREFERRED_WEIGHT: Final = 100
 MODES: Final = ("spread", "spread-preferred", "pack", "pack-preferred", "exclusive")
@@ -176,6 +178,13 @@ class Placement(Extension):
 
     def owns(self, key: str) -> bool:
         return owns_family(key, ANNOTATION)
+
+    # ---- faces -----------------------------------------------------------------------------------
+    chart_values = (ChartValue("placement.defaults", DEFAULTS_ENV),)
+
+    def local_notices(self, values: Mapping[str, str]) -> tuple[str, ...]:
+        # Every pod of a local run is on this machine: no rule can do anything there.
+        return (LOCAL_NOTICE,) if values else ()
 
     def cluster_defaults(self) -> dict[str, Policy]:
         return parse_defaults(self._env.get(DEFAULTS_ENV, ""))

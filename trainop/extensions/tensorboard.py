@@ -26,12 +26,15 @@ them, so the training code cannot tell a local run from a cluster's.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final
+from pathlib import Path
+from typing import Any, Final
 
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
@@ -46,6 +49,7 @@ from trainop.extensions.base import (
     JobState,
     annotation_path,
 )
+from trainop.extensions.faces import ChartValue, JobLink, LocalRefusal, LocalServer, LocalSetup, RunOption
 from trainop.job.context import JobContext
 from trainop.jsontypes import Json
 
@@ -67,6 +71,23 @@ MOUNT: Final = "/var/run/trainop/tensorboard"
 PORT: Final = 6006
 SUFFIX: Final = "-tensorboard"
 DNS_LABEL_MAX: Final = 63
+
+# `trainop run --tensorboard` (local_log_dir, local_server).
+SERVE_FLAG: Final = "--tensorboard"
+RECORD_KEY: Final = "tensorboard"  # run.json's {"tensorboard": {"url": ...}}, which the UI links to
+LOCAL_LOG_DIR: Final = "tensorboard"
+LOCAL_LOG_FILE: Final = "tensorboard.log"
+MISSING: Final = "--tensorboard needs TensorBoard in this Python ({python}): pip install tensorboard"
+# TensorBoard as the image runs it, without TensorFlow even where this Python has it: TensorFlow's file
+# systems have no s3:// (TensorBoard's own, through boto3, do). The module tensorboard.compat.notf is
+# TensorBoard's switch for that: where it imports, TensorBoard uses its stub instead of TensorFlow.
+WITHOUT_TENSORFLOW: Final = (
+    "import sys, types; "
+    "sys.modules['tensorboard.compat.notf'] = types.ModuleType('tensorboard.compat.notf'); "
+    "from tensorboard.main import run_main; run_main()"
+)
+# TensorBoard imports its plugins before it listens: seconds, more on a loaded machine.
+READY_TIMEOUT: Final = 120.0
 
 _DURATION: Final = re.compile(r"^(?P<n>[0-9]{1,6})(?P<unit>[smhd])$")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -181,6 +202,35 @@ class TensorBoard(Extension):
 
     def default_keep_after(self) -> str:
         return self._env.get(KEEP_AFTER_ENV) or DEFAULT_KEEP_AFTER
+
+    # ---- faces -----------------------------------------------------------------------------------
+    chart_values = (
+        ChartValue("tensorboard.image", IMAGE_ENV),
+        ChartValue("tensorboard.keepAfter", KEEP_AFTER_ENV),
+    )
+    # On a cluster the link goes where the UI's `--tensorboard-url` template says; for a local run, to
+    # the TensorBoard `trainop run --tensorboard` started and recorded.
+    links = (JobLink("TensorBoard", RECORD_KEY, "tensorboard_url"),)
+    summary_annotations = (ANNOTATION,)
+
+    def linked(self, link: JobLink, values: Mapping[str, str]) -> bool:
+        return ANNOTATION in values
+
+    def run_options(self) -> tuple[RunOption, ...]:
+        return (
+            RunOption(
+                SERVE_FLAG,
+                "serve TensorBoard on a free 127.0.0.1 port over the job's log directory (a folder of the "
+                f"run, given to every pod as {LOG_DIR_VAR}, unless the job names an s3:// or gs:// one) "
+                "and print its URL; it keeps serving after the job ends, until Ctrl-C",
+            ),
+        )
+
+    def local_setup(self, job: Json, options: Mapping[str, Any], workdir: Path) -> LocalSetup:
+        if not options.get(SERVE_FLAG):
+            return LocalSetup(job)
+        job, directory, env = local_log_dir(job, workdir)
+        return LocalSetup(job, (local_server(directory, env),))
 
     # ---- admission -------------------------------------------------------------------------------
     def default(self, draft: Draft, values: Mapping[str, str]) -> Draft:
@@ -307,6 +357,53 @@ def served_log_dir(values: Mapping[str, str]) -> tuple[str, dict[str, str]] | No
         return None
     env = {str(e["name"]): str(e["value"]) for e in _s3_env(log_dir, values)}
     return log_dir.for_training(), env
+
+
+# ---- `trainop run --tensorboard` ---------------------------------------------------------------------
+# TensorBoard over the run's log directory, on a free loopback port (trainop.local.services runs it). A job
+# without the annotation writes into `tensorboard/` of the run's folder (one sub-directory per pod, as on
+# a cluster: `with_local_log_dir`); a job with an `s3://` or `gs://` annotation is served from there, with
+# the annotation's S3 endpoint. TensorBoard is this machine's process, outside the replicas' loopback-only
+# namespace, so a browser here reaches it; it listens on 127.0.0.1 only. docs/tensorboard.md says how long
+# it serves.
+def installed() -> bool:
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+def local_log_dir(job: Json, workdir: Path) -> tuple[Json, str, dict[str, str]]:
+    """(the admitted job as it runs here, the directory TensorBoard serves, TensorBoard's extra
+    environment), or a LocalRefusal saying why this run cannot have it."""
+    if not installed():
+        raise LocalRefusal(MISSING.format(python=sys.executable))
+    annotations: Mapping[str, str] = (job.get("metadata") or {}).get("annotations") or {}
+    if ANNOTATION not in annotations:
+        directory = str((workdir / LOCAL_LOG_DIR).resolve())
+        return with_local_log_dir(job, directory), directory, {}
+    served = served_log_dir(annotations)
+    if served is None:
+        raise LocalRefusal(
+            f"metadata.annotations[{ANNOTATION}]: --tensorboard serves s3:// and gs:// "
+            "directories or, without the annotation, one in the run's folder; a pvc:// one is only "
+            "readable on the cluster: remove the annotation for a local run"
+        )
+    return job, served[0], served[1]
+
+
+def local_server(directory: str, env: Mapping[str, str]) -> LocalServer:
+    argv = (
+        *(sys.executable, "-c", WITHOUT_TENSORFLOW),
+        *(f"--logdir={directory}", "--host=127.0.0.1", "--port={port}", "--reload_interval=2"),
+    )
+    return LocalServer(
+        name="TensorBoard",
+        record_key=RECORD_KEY,
+        argv=argv,
+        ready_path="data/environment",
+        directory=directory,
+        env=dict(env),
+        log_file=LOCAL_LOG_FILE,
+        ready_timeout=READY_TIMEOUT,
+    )
 
 
 def path_prefix(namespace: str, job: str) -> str:

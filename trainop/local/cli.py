@@ -13,15 +13,15 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 from trainop.admission.admit import admit
-from trainop.extensions.jsonlogs import extension as jsonlogs
-from trainop.extensions.placement import Placement
+from trainop.extensions import EXTENSIONS, owned
+from trainop.extensions.base import Extension
+from trainop.extensions.faces import LocalRefusal
 from trainop.frameworks import kind_info
 from trainop.install.schema import schema_errors
 from trainop.jsontypes import Json
-from trainop.local import tensorboard
 from trainop.local.devices import Allocator, InventoryError
 from trainop.local.devices import detect as detect_devices
 from trainop.local.display import Display, LiveDisplay, PlainDisplay, table
@@ -38,7 +38,7 @@ from trainop.local.runner import (
     StopRequest,
 )
 from trainop.local.sandbox import PASSED
-from trainop.local.tensorboard import TensorBoardServer
+from trainop.local.services import ServerError, ServerProcess
 
 CONFINEMENT = f"""\
 confinement (docs/local-confinement.md):
@@ -86,13 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between SIGTERM and SIGKILL when stopping a pod (default: 5)",
     )
     parser.add_argument(
-        "--log-format",
-        choices=jsonlogs.FORMATS,
-        help=f"json: every Python process of the job logs one JSON object per line, as the annotation "
-        f"{jsonlogs.ANNOTATION} does on a cluster (default: the file's annotation, else "
-        f"${jsonlogs.DEFAULT_ENV}, else text)",
-    )
-    parser.add_argument(
         "--output",
         choices=("text", "json"),
         default="text",
@@ -109,13 +102,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="let pods share accelerators (default: each device goes to one pod at a time, and a pod "
         "that cannot get its devices stays Pending, as on a cluster)",
     )
-    parser.add_argument(
-        "--tensorboard",
-        action="store_true",
-        help="serve TensorBoard on a free 127.0.0.1 port over the job's log directory (a folder of the "
-        "run, given to every pod as TENSORBOARD_LOG_DIR, unless the job names an s3:// or gs:// one) "
-        "and print its URL; it keeps serving after the job ends, until Ctrl-C",
-    )
+    # The extensions' own options (--tensorboard, --log-format), in registry order.
+    for ext in EXTENSIONS:
+        for option in ext.run_options():
+            option.add_to(parser)
     parser.add_argument(
         "--host-network",
         action="store_true",
@@ -131,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_NOT_RUNNABLE
     now = datetime.now(UTC)
-    submitted = manifest.job if args.log_format is None else jsonlogs.requested(manifest.job, args.log_format)
+    chosen = [(ext, options_of(ext, args)) for ext in EXTENSIONS]
+    submitted = manifest.job
+    for ext, given in chosen:
+        submitted = ext.submitted(submitted, given)
     admission = admit(as_created(submitted, now))
     job = admission.job
     problems = schema_errors(job)
@@ -164,17 +157,19 @@ def run(args: argparse.Namespace) -> int:
     except InventoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_NOT_RUNNABLE
-    if placement_annotations(job):
-        print(f"notice: {PLACEMENT_NOTICE}", file=sys.stderr)
+    for ext in EXTENSIONS:
+        for notice in ext.local_notices(owned(ext, job)):
+            print(f"notice: {notice}", file=sys.stderr)
     workdir = args.workdir or default_workdir(Path("trainop-runs"), str(job["metadata"]["name"]), now)
-    board: TensorBoardServer | None = None
-    if args.tensorboard:
+    servers: list[ServerProcess] = []
+    for ext, given in chosen:
         try:
-            job, log_dir, board_env = tensorboard.prepare(job, workdir)
-        except tensorboard.TensorBoardError as exc:
+            setup = ext.local_setup(job, given, workdir)
+        except LocalRefusal as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_NOT_RUNNABLE
-        board = TensorBoardServer(log_dir, board_env, workdir / tensorboard.LOG_FILE)
+        job = setup.job
+        servers += [ServerProcess(server, workdir) for server in setup.servers]
     network = None if args.host_network else confined_network()
     options = Options(
         workdir=workdir,
@@ -186,16 +181,16 @@ def run(args: argparse.Namespace) -> int:
     )
     screen: Display = LiveDisplay(out) if out.isatty() else PlainDisplay(out)
     display = RunRecorder(screen, workdir)
-    if board is not None:
+    for server in servers:
         try:
-            url = board.start()
-        except tensorboard.TensorBoardError as exc:
+            url = server.start()
+        except ServerError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_NOT_RUNNABLE
-        # Whatever ends this process, TensorBoard (in a session of its own) goes with it.
-        atexit.register(board.stop)
-        display.tensorboard = {"url": url}
-        print(f"TensorBoard: {url} (over {board.log_dir})", file=out, flush=True)
+        # Whatever ends this process, the server (in a session of its own) goes with it.
+        atexit.register(server.stop)
+        display.servers[server.server.record_key] = {"url": url}
+        print(f"{server.server.name}: {url} (over {server.server.directory})", file=out, flush=True)
     stop = StopRequest()
     try:
         with signals_to(stop):
@@ -213,30 +208,28 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         sys.stdout.write(json.dumps(outcome.job, indent=2) + "\n")
         sys.stdout.flush()
-    if board is not None:
-        if outcome.code != EXIT_INTERRUPTED:
-            keep_serving(board, out)
-        board.stop()
+    lasting = [s for s in servers if s.server.outlives_job]
+    if lasting and outcome.code != EXIT_INTERRUPTED:
+        keep_serving(lasting, out)
+    for server in servers:
+        server.stop()
     return outcome.code
 
 
-def keep_serving(board: TensorBoardServer, out: TextIO) -> None:
-    """After the job: TensorBoard goes on until Ctrl-C (or SIGTERM), as a cluster's outlives the job."""
-    print(f"TensorBoard keeps serving {board.url} until Ctrl-C", file=out, flush=True)
+def options_of(ext: Extension, args: argparse.Namespace) -> dict[str, Any]:
+    """The values of `ext`'s own options, by flag (None when not given)."""
+    return {option.flag: getattr(args, option.dest, None) for option in ext.run_options()}
+
+
+def keep_serving(servers: list[ServerProcess], out: TextIO) -> None:
+    """After the job: the servers (TensorBoard) go on until Ctrl-C (or SIGTERM), as a cluster's outlive
+    the job."""
+    for server in servers:
+        print(f"{server.server.name} keeps serving {server.url} until Ctrl-C", file=out, flush=True)
     stop = StopRequest()
     with signals_to(stop):
-        while not stop.requested and board.alive():
+        while not stop.requested and any(server.alive() for server in servers):
             time.sleep(0.2)
-
-
-PLACEMENT_NOTICE = (
-    "the job's trainop.dev/placement rules are ignored: every pod of a local run is on this machine"
-)
-
-
-def placement_annotations(job: Json) -> list[str]:
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    return sorted(k for k in annotations if Placement().owns(k))
 
 
 def confined_network() -> LoopbackNetwork | None:

@@ -43,8 +43,9 @@ class RunRecorder:
         self.lines: list[str] = []
         self.written = 0.0
         self.finished: Json | None = None
-        # {"url": ...} of the run's TensorBoard (`trainop run --tensorboard`), for a reader to link to.
-        self.tensorboard: Json | None = None
+        # {"url": ...} of each server an extension runs beside the job, by its record key (the TensorBoard
+        # of `trainop run --tensorboard` under "tensorboard"), for a reader to link to.
+        self.servers: dict[str, Json] = {}
 
     def attach(self, job: Callable[[], Json], pods: Callable[[], list[LocalPod]]) -> None:
         """Where the job as the last sync left it, and the run's current pods, are read from."""
@@ -111,8 +112,8 @@ class RunRecorder:
             "pid": os.getpid(),
             "updated": timestamp(datetime.now(UTC)),
         }
-        if self.tensorboard is not None:
-            record["tensorboard"] = self.tensorboard
+        for key, server in self.servers.items():
+            record.setdefault(key, server)
         self.workdir.mkdir(parents=True, exist_ok=True)
         tmp = self.workdir / f".{RUN_FILE}.{os.getpid()}"
         tmp.write_text(json.dumps(record, indent=1) + "\n")

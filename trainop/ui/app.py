@@ -24,7 +24,7 @@ from flask import Flask, Response, abort, g, redirect, render_template, request,
 from markupsafe import Markup
 from werkzeug.utils import secure_filename
 
-from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
+from trainop.extensions import EXTENSIONS, owned
 from trainop.frameworks import KINDS, kind_info
 from trainop.jsontypes import Json
 from trainop.local.logs import replica_name
@@ -41,9 +41,9 @@ from trainop.ui.wizard import (
     RESOURCES,
     RUN_POLICY,
     Form,
-    accelerator_profiles,
     errors_by_field,
     examples_of,
+    extension_choices,
     field_of,
     form_fields,
 )
@@ -73,7 +73,8 @@ class Settings:
     stream_seconds: float = 600.0
     poll_seconds: float = 1.0
     title: str = "trainop"
-    # Where a job's TensorBoard is, over the job's fields like a link's URL; "" shows no TensorBoard link.
+    # Where a job's TensorBoard is, over the job's fields like a link's URL; "" shows no TensorBoard link
+    # (the field the TensorBoard extension's JobLink names).
     # The default is the path prefix the TensorBoard serves under, on the UI's own host: for an Ingress
     # in front of both that routes /tensorboard/ to the jobs' TensorBoard Services.
     tensorboard_url: str = TENSORBOARD_URL
@@ -115,7 +116,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
     app.config.update(SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_HTTPONLY=True)
     auth = authenticator or Authenticator(settings.auth)
     streams = threading.BoundedSemaphore(settings.max_streams)
-    app.jinja_env.globals.update(age=age, row_id=row_id, why_pending=why_pending, TENSORBOARD=TENSORBOARD)
+    app.jinja_env.globals.update(age=age, row_id=row_id, why_pending=why_pending)
     cells = app.jinja_env.get_template("cells.html")
 
     def now() -> datetime:
@@ -145,20 +146,25 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "links_of": links_of,
         }
 
-    tensorboard = Link("TensorBoard", "job", settings.tensorboard_url)
-
-    def job_links(obj: Json, scope: str = "job", tensorboard_url: str = "") -> list[tuple[str, str]]:
-        """The links of `scope` over `obj`; a job's TensorBoard first: the one its source knows the address
-        of (`tensorboard_url`, a local run's), else the configured template for a job with the annotation."""
+    def job_links(
+        obj: Json, scope: str = "job", served: tuple[tuple[str, str], ...] = ()
+    ) -> list[tuple[str, str]]:
+        """The links of `scope` over `obj`; a job's extension links first (its TensorBoard): to what its
+        source knows the address of (`served`, a local run's record), else, where the job's annotations
+        make the sync serve it, through the template of the UI's settings."""
         links = [(link.name, link.expand(obj)) for link in settings.links if link.scope == scope]
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
         if scope != "job":
             return links
-        if tensorboard_url:
-            links.insert(0, (tensorboard.name, tensorboard_url))
-        elif source.tensorboards and settings.tensorboard_url and TENSORBOARD in annotations:
-            links.insert(0, (tensorboard.name, tensorboard.expand(obj)))
-        return links
+        addresses = dict(served)
+        first: list[tuple[str, str]] = []
+        for ext in EXTENSIONS:
+            for link in ext.links:
+                template = str(getattr(settings, link.setting, "") or "")
+                if addresses.get(link.key):
+                    first.append((link.name, addresses[link.key]))
+                elif source.serves_addons and template and ext.linked(link, owned(ext, obj)):
+                    first.append((link.name, Link(link.name, "job", template).expand(obj)))
+        return first + links
 
     def links_of(job: Json) -> PageLinks:
         return PageLinks(job, job_links, {link.scope for link in settings.links})
@@ -341,7 +347,7 @@ def create_app(source: Source, settings: Settings, authenticator: Authenticator 
             "errors": errors,
             "yaml_text": yaml.safe_dump(job, sort_keys=False),
             "resources": RESOURCES,
-            "accelerator_profiles": accelerator_profiles(),
+            "extension_fields": extension_choices(),
             "run_policy": RUN_POLICY,
             "clean_policies": CLEAN_POLICIES,
             "outcome": outcome,

@@ -47,8 +47,8 @@ def _key(job: Json) -> str:
 class Cluster:
     actions: tuple[str, ...] = ("suspend", "resume", "delete")
     creates = "created"
-    # The sync hook serves a TensorBoard for every job with the annotation (extensions/tensorboard.py).
-    tensorboards = True
+    # The sync hook serves every extension's children (a TensorBoard for a job with its annotation).
+    serves_addons = True
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client

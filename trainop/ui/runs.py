@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from trainop.admission.admit import admit
+from trainop.extensions import EXTENSIONS
 from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
 from trainop.local.record import MERGED_LOG, RUN_FILE
@@ -35,9 +36,9 @@ POLL_SECONDS = 0.3
 class Runs:
     actions: tuple[str, ...] = ("stop", "delete")
     creates = "started"
-    # The annotation alone makes no TensorBoard here: a run links the one `trainop run --tensorboard`
-    # started and recorded (Summary.tensorboard_url).
-    tensorboards = False
+    # An annotation alone makes no TensorBoard here: a run links the one `trainop run --tensorboard`
+    # started and recorded (Summary.served).
+    serves_addons = False
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -230,15 +231,20 @@ def check(job: Json) -> list[tuple[str, str]]:
 
 def _summary(key: str, record: Json) -> Summary:
     pods = [p for p in record.get("pods") or [] if isinstance(p, dict)]
-    return replace(summarize(record["job"], key, pods), tensorboard_url=_tensorboard_url(record))
+    return replace(summarize(record["job"], key, pods), served=_served(record))
 
 
-def _tensorboard_url(record: Json) -> str:
-    """The TensorBoard `trainop run --tensorboard` started, as it recorded it; only an http(s) address is
-    a link (the record is a file anyone who can write the runs folder may edit)."""
-    board = record.get("tensorboard")
-    url = board.get("url") if isinstance(board, dict) else None
-    return url if isinstance(url, str) and url.startswith(("http://", "https://")) else ""
+def _served(record: Json) -> tuple[tuple[str, str], ...]:
+    """The servers `trainop run` started beside the job that an extension links to (its TensorBoard), as
+    it recorded them, by key; only an http(s) address is a link (the record is a file anyone who can
+    write the runs folder may edit)."""
+    out = []
+    for key in dict.fromkeys(link.key for ext in EXTENSIONS for link in ext.links):
+        server = record.get(key)
+        url = server.get("url") if isinstance(server, dict) else None
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            out.append((key, url))
+    return tuple(out)
 
 
 def _live(record: Json) -> bool:

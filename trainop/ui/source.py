@@ -68,9 +68,10 @@ class Source(Protocol):
     actions: tuple[str, ...]
     # What a created job becomes: "created" on a cluster, "started" for a local run.
     creates: str
-    # Whether a job with the TensorBoard annotation has a TensorBoard to link to: on a cluster the
-    # operator serves one per such job; `trainop run` starts none.
-    tensorboards: bool
+    # Whether a job's annotations alone make what an extension links to exist (its TensorBoard): on a
+    # cluster the sync serves the extensions' children; `trainop run` starts only what it was asked to
+    # and records it (Summary.served).
+    serves_addons: bool
 
     def summaries(self, user: User) -> list[Summary]: ...
 

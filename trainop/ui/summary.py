@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from trainop.api.times import is_timestamp, parse_timestamp
-from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
+from trainop.extensions import EXTENSIONS
 from trainop.jsontypes import Json
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -41,9 +41,12 @@ class Summary:
     queue: str
     uid: str = ""
     labels: tuple[tuple[str, str], ...] = field(default=())
-    tensorboard: str = ""  # the TensorBoard annotation's log directory: the job has a TensorBoard
-    # Where the job's TensorBoard is, when its source knows (a local run's `trainop run --tensorboard`).
-    tensorboard_url: str = ""
+    # The annotations the extensions' links are decided on (the TensorBoard's log directory), so that a
+    # row links what the job's page does.
+    annotations: tuple[tuple[str, str], ...] = field(default=())
+    # Where what an extension link points to is, by its key, when the source knows (a local run's record
+    # of its `trainop run --tensorboard`).
+    served: tuple[tuple[str, str], ...] = field(default=())
 
     def duration(self, now: datetime) -> float | None:
         if self.created is None:
@@ -112,8 +115,13 @@ def summarize(job: Json, key: str, pods: list[Json] | None = None) -> Summary:
         queue=str(labels.get(QUEUE_LABEL) or ""),
         uid=str(meta.get("uid") or ""),
         labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
-        tensorboard=str((meta.get("annotations") or {}).get(TENSORBOARD) or ""),
+        annotations=_kept_annotations(meta.get("annotations") or {}),
     )
+
+
+def _kept_annotations(annotations: Json) -> tuple[tuple[str, str], ...]:
+    keys = {key for ext in EXTENSIONS for key in ext.summary_annotations}
+    return tuple(sorted((k, str(v)) for k, v in annotations.items() if k in keys and v))
 
 
 def _condition_time(job: Json, kind: str) -> Any:

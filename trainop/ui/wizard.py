@@ -21,9 +21,8 @@ from functools import cache
 import yaml
 
 from trainop import examples
-from trainop.extensions.accelerators import ANNOTATION as ACCELERATOR
-from trainop.extensions.accelerators import catalogue
-from trainop.extensions.base import annotation_path
+from trainop.extensions import EXTENSIONS
+from trainop.extensions.faces import WizardField
 from trainop.frameworks import KINDS, kind_info
 from trainop.install.schema import schema_errors
 from trainop.jsontypes import Json
@@ -32,9 +31,6 @@ from trainop.ui.runs import check
 RUN_POLICY = ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
 CLEAN_POLICIES = ("", "None", "Running", "All")
 RESOURCES = (("cpu", "cpu"), ("memory", "memory"), ("gpu", "nvidia.com/gpu"))
-# Per replica type: an accelerator profile and its device count, the `trainop.dev/accelerator.<type>`
-# annotation the admission code resolves into the pod template (docs/accelerators.md).
-ACCELERATOR_FIELDS = ("accelerator", "acceleratorCount")
 LIMIT_KEYS = frozenset(key for _, key in RESOURCES)
 FORM = "form"  # where a message that names no form field goes
 # The kind the wizard starts with: the first in the kind picker.
@@ -114,13 +110,9 @@ class Form:
             for field, key in RESOURCES:
                 if key in limits:
                     values[f"{rtype}.{field}"] = str(limits[key])
-        for key, value in (meta.get("annotations") or {}).items():
-            rtype = str(key).removeprefix(ACCELERATOR + ".")
-            if str(key).startswith(ACCELERATOR + ".") and rtype in info.replica_types:
-                profile, _, count = str(value).partition(":")
-                values[f"{rtype}.accelerator"] = profile
-                if count:
-                    values[f"{rtype}.acceleratorCount"] = count
+        # The extensions' fields (an accelerator profile per replica type), from their annotations.
+        for ext in EXTENSIONS:
+            values |= ext.form_values(meta.get("annotations") or {}, info.replica_types)
         run_policy = (job.get("spec") or {}).get("runPolicy") or {}
         for key in (*RUN_POLICY, "cleanPodPolicy"):
             if key in run_policy:
@@ -237,19 +229,14 @@ class Form:
             "namespace": self.get("namespace").strip() or "default",
         }
         metadata |= {k: v for k, v in (base.get("metadata") or {}).items() if k not in metadata}
-        # The form's accelerators replace the example's, for every replica type the form has.
-        annotations = {
-            k: v
-            for k, v in (metadata.get("annotations") or {}).items()
-            if k.removeprefix(ACCELERATOR + ".") not in info.replica_types
-        }
-        for rtype in specs:
-            profile = self.get(f"{rtype}.accelerator").strip()
-            count = self.get(f"{rtype}.acceleratorCount").strip()
-            if profile:
-                annotations[f"{ACCELERATOR}.{rtype}"] = f"{profile}:{count}" if count else profile
-            elif count:
-                problems.setdefault(f"{rtype}.accelerator", []).append("pick a profile for the count")
+        # The extensions' fields replace the example's annotations of theirs.
+        annotations = dict(metadata.get("annotations") or {})
+        for ext in EXTENSIONS:
+            annotations, messages_of = ext.form_annotations(
+                annotations, self.values, info.replica_types, list(specs)
+            )
+            for name, messages in messages_of.items():
+                problems.setdefault(name, []).extend(messages)
         metadata.pop("annotations", None)
         if annotations:
             metadata["annotations"] = annotations
@@ -272,7 +259,7 @@ def form_fields(kind: str) -> list[str]:
         "command",
         "restartPolicy",
         *(f for f, _ in RESOURCES),
-        *ACCELERATOR_FIELDS,
+        *(f.name for f in extension_fields()),
     )
     types = kind_info(kind).replica_types
     return [
@@ -296,9 +283,10 @@ def field_of(path: str) -> str:
     """The form field a message about `path` belongs at; FORM when the form has no such field."""
     if path in ("metadata.name", "metadata.namespace"):
         return path.split(".")[1]
-    prefix = annotation_path(ACCELERATOR + ".")[:-1]
-    if path.startswith(prefix) and path.endswith("]"):
-        return f"{path[len(prefix) : -1]}.accelerator"
+    for ext in EXTENSIONS:
+        found = ext.form_field(path)
+        if found is not None:
+            return found
     if path.startswith("spec.runPolicy."):
         key = path.removeprefix("spec.runPolicy.").split(".")[0]
         return key if key in (*RUN_POLICY, "cleanPodPolicy", "suspend") else FORM
@@ -329,6 +317,11 @@ def errors_by_field(job: Json, problems: dict[str, list[str]]) -> dict[str, list
     return out
 
 
-def accelerator_profiles() -> list[tuple[str, str]]:
-    """The profiles the admission code knows here, by name, with their descriptions, for the picker."""
-    return sorted((name, p.description or p.resource) for name, p in catalogue().profiles.items())
+def extension_fields() -> list[WizardField]:
+    """The fields the extensions add for every replica type (an accelerator profile and its count)."""
+    return [f for ext in EXTENSIONS for f in ext.wizard_fields()]
+
+
+def extension_choices() -> list[tuple[WizardField, list[tuple[str, str]] | None]]:
+    """Each extension field with its choices now (None for a field without), for the form to show."""
+    return [(f, f.choices() if f.choices is not None else None) for f in extension_fields()]

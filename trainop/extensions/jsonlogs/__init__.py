@@ -9,12 +9,13 @@ as environment variables. A job without the annotation is not touched (docs/json
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from trainop.api.kinds import ChildType
 from trainop.extensions.base import Addons, AnnotationDoc, Draft, Extension, JobState, ShippedFile
+from trainop.extensions.faces import ChartValue, RunOption
 from trainop.extensions.jsonlogs import extension as annotation
 from trainop.job.context import JobContext
 from trainop.jsontypes import Json
@@ -31,6 +32,8 @@ SITECUSTOMIZE: Final = ShippedFile(
 VOLUME: Final = SITECUSTOMIZE.volume_name
 MOUNT_PATH: Final = SITECUSTOMIZE.mount_path
 MODULE: Final = SITECUSTOMIZE.file
+# `trainop run --log-format json|text`: the annotation, as if the file had said it.
+LOG_FORMAT_FLAG: Final = "--log-format"
 
 
 def sitecustomize_source() -> str:
@@ -117,6 +120,24 @@ class JsonLogs(Extension):
 
     def owns(self, key: str) -> bool:
         return key == annotation.ANNOTATION
+
+    # ---- faces -----------------------------------------------------------------------------------
+    chart_values = (ChartValue("logging.trainingProcesses.format", annotation.DEFAULT_ENV),)
+
+    def run_options(self) -> tuple[RunOption, ...]:
+        return (
+            RunOption(
+                LOG_FORMAT_FLAG,
+                f"json: every Python process of the job logs one JSON object per line, as the annotation "
+                f"{annotation.ANNOTATION} does on a cluster (default: the file's annotation, else "
+                f"${annotation.DEFAULT_ENV}, else text)",
+                choices=annotation.FORMATS,
+            ),
+        )
+
+    def submitted(self, job: Json, options: Mapping[str, Any]) -> Json:
+        chosen = options.get(LOG_FORMAT_FLAG)
+        return job if chosen is None else annotation.requested(job, str(chosen))
 
     def applies_without_annotations(self) -> bool:
         try:

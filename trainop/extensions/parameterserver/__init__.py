@@ -36,6 +36,7 @@ from trainop.extensions.base import (
     owns_family,
     per_type_suffix,
 )
+from trainop.extensions.faces import ChartValue
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
 from trainop.frameworks import KINDS
 from trainop.job.context import JobContext
@@ -228,6 +229,9 @@ class DefaultServer(Extension):
 
     def owns(self, key: str) -> bool:
         return owns_family(key, ANNOTATION)
+
+    # ---- faces -----------------------------------------------------------------------------------
+    chart_values = (ChartValue("tensorflow.defaultParameterServer", DEFAULT_ENV),)
 
     def applies_without_annotations(self) -> bool:
         try:
