@@ -21,9 +21,9 @@ from dataclasses import replace
 
 from trainop.frameworks import KINDS, kind_info
 from trainop.jsontypes import Json
-from trainop.kubeclient import ApiError, KubeClient, from_env
+from trainop.kubeclient import ApiError, KubeClient, connect
 from trainop.local.logs import prefix
-from trainop.ui.app import Settings
+from trainop.ui.app import UiSettings
 from trainop.ui.auth import Authenticator
 from trainop.ui.runs import check
 from trainop.ui.scheduling import Discovery, Gate, gates, waiting
@@ -393,8 +393,8 @@ def _pump(
             out.put(None, timeout=5)
 
 
-def cluster_source(settings: Settings) -> tuple[Cluster, Authenticator | None]:
-    client = from_env()
+def cluster_source(settings: UiSettings) -> tuple[Cluster, Authenticator | None]:
+    client = connect(settings.kubeconfig)
     source = Cluster(client)
     source.start()
     review = None
