@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.ui.helpers import pod, pytorch, with_status, write_run
 from trainop.kubeclient import KubeClient
-from trainop.ui.app import Settings, create_app
+from trainop.ui.app import UiSettings, create_app
 from trainop.ui.cluster import Cluster
 from trainop.ui.runs import Runs
 from trainop.ui.summary import summarize
@@ -186,7 +186,7 @@ def gunicorn_case(n: int, repeat: int) -> tuple[list[tuple[str, float, float, in
         idle = rss_mib(worker)
         parts = urllib.parse.urlsplit(url)
         streams = []
-        for _ in range(Settings.max_streams):
+        for _ in range(UiSettings.max_streams):
             conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
             conn.request("GET", "/stream/list")
             answer = conn.getresponse()
@@ -200,7 +200,7 @@ def gunicorn_case(n: int, repeat: int) -> tuple[list[tuple[str, float, float, in
             conn.close()
     rows = [
         ("gunicorn over HTTP, first page", statistics.median(times), times[int(len(times) * 0.95) - 1], size),
-        (f"gunicorn over HTTP, first page, {Settings.max_streams} streams open",
+        (f"gunicorn over HTTP, first page, {UiSettings.max_streams} streams open",
          statistics.median(during), during[int(len(during) * 0.95) - 1], size),
     ]  # fmt: skip
     return rows, idle, busy
@@ -212,14 +212,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
     source, heap = cluster(args.jobs)
-    app = create_app(source, Settings()).test_client()
+    app = create_app(source, UiSettings()).test_client()
     rows = []
     pages = (("first page", "/"), ("filtered (state, text)", "/?state=Failed&q=team-3"),
              ("last page, by name", f"/?sort=name&order=asc&page={args.jobs // 50}"))  # fmt: skip
     for label, url in pages:
         rows.append((f"cluster, {label}", *timed(app, url, args.repeat)))
     with tempfile.TemporaryDirectory() as folder:
-        local = create_app(runs(args.jobs, Path(folder) / "runs"), Settings()).test_client()
+        local = create_app(runs(args.jobs, Path(folder) / "runs"), UiSettings()).test_client()
         rows.append(("local runs, first page", *timed(local, "/", args.repeat)))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     served_rows, idle, busy = gunicorn_case(args.jobs, args.repeat)
@@ -232,7 +232,7 @@ def main() -> None:
     print(f"\nsummary of {args.jobs} jobs in the cluster source: {heap:.1f} MiB of Python heap")
     print(f"peak RSS of this process (both sources, {args.jobs} run folders parsed): {rss:.0f} MiB")
     print(f"gunicorn worker of `trainop ui --cluster`, {args.jobs} jobs watched: RSS {idle:.0f} MiB idle, "
-          f"{busy:.0f} MiB with {Settings.max_streams} event streams open")  # fmt: skip
+          f"{busy:.0f} MiB with {UiSettings.max_streams} event streams open")  # fmt: skip
     print(json.dumps({"heap_mib": round(heap, 1), "rss_mib": round(rss), "worker_idle_mib": round(idle),
                       "worker_streams_mib": round(busy)}))  # fmt: skip
 

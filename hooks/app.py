@@ -18,6 +18,7 @@ from hooks import metrics
 from hooks.kubeapi import ApiClient, Deleter, default_deleter
 from hooks.recorder import Recorder
 from hooks.request import HookRequest, parse
+from hooks.settings import MAX_BODY, MAX_INFLIGHT, MAX_RESPONSE, HookSettings, current
 from trainop.controller import ttl
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
@@ -25,23 +26,10 @@ from trainop.jsoncost import Budget, Claim, TooCostly, check_parse_cost
 from trainop.jsonshape import BadRequest
 
 log = logging.getLogger("trainop.hooks")
-# A resync of a 1000-replica TFJob is ~82 MiB: TF_CONFIG names every replica in every pod, and
-# Metacontroller's last-applied annotation repeats it (bench/README.md). One such sync costs a worker
-# ~250 MiB; the chart's 1536Mi pod limit holds a few at once. Larger TFJobs need TRAINOP_HOOK_MAX_BODY_BYTES.
-DEFAULT_MAX_BODY = 128 * 1024 * 1024
-# The largest answer the hook sends. Validation already bounds what a job implies (its children take at
-# most 48 MiB, trainop.admission.validation.MAX_CHILDREN_BYTES, estimated from above), so this only
-# catches what that estimate missed, or is an operator's lower ceiling.
-MAX_RESPONSE_ENV = "TRAINOP_HOOK_MAX_RESPONSE_BYTES"
-DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
-# Estimated parse memory (trainop.jsoncost) one worker's requests may hold at once, and so the most one
-# request may cost. The chart gives a hook pod 1536Mi for 2 workers of ~50 MiB idle. The largest resyncs
-# of admissible jobs are estimated at ~340 MiB (a TFJob of 1150 replicas) and ~600 MiB (a PyTorchJob of
-# 10,000 replicas with full pod status), a 1000-replica PyTorchJob's at ~62 MiB: real syncs run side by
-# side, floods of large bodies are told to retry, and no admissible body is refused.
-INFLIGHT_ENV = "TRAINOP_HOOK_MAX_INFLIGHT_BYTES"
-DEFAULT_INFLIGHT = 640 * 1024 * 1024
-# How long a request waits for that budget before a 429 (Metacontroller retries it with backoff).
+# The limits and their variables are hook settings (hooks.settings).
+DEFAULT_MAX_BODY = MAX_BODY.default
+# How long a request waits for the parse budget (TRAINOP_HOOK_MAX_INFLIGHT_BYTES) before a 429
+# (Metacontroller retries it with backoff).
 BUDGET_WAIT_SECONDS = 1.0
 BUDGET_CONFIG = "TRAINOP_INFLIGHT_BUDGET"
 
@@ -66,7 +54,7 @@ class HookServer:
     deleter: Deleter | None
     clock: Callable[[], datetime]
     recorder: Recorder | None
-    max_response: int = DEFAULT_MAX_RESPONSE
+    max_response: int = MAX_RESPONSE.default
 
     def answer(self, path: str, data: bytes, finalizing_route: bool) -> Response:
         started = time.perf_counter()
@@ -96,7 +84,7 @@ class HookServer:
             # Metacontroller retry, so that raising the ceiling lets the job go on unchanged.
             error = (
                 f"the answer for {parent['kind']} {meta.get('namespace')}/{meta['name']} would be "
-                f"{exc.size} bytes, over this hook server's {MAX_RESPONSE_ENV}={self.max_response}"
+                f"{exc.size} bytes, over this hook server's {MAX_RESPONSE.name}={self.max_response}"
             )
             log.warning(json.dumps({**entry, "code": 503, "error": error, "response_bytes": exc.size}))
             return _json({"error": error}, 503)
@@ -166,12 +154,16 @@ def create_app(
     deleter: Deleter | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     recorder: Recorder | None = None,
+    hook_settings: HookSettings | None = None,
 ) -> Flask:
-    max_response = int(os.environ.get(MAX_RESPONSE_ENV, DEFAULT_MAX_RESPONSE))
-    server = HookServer(settings or Settings.from_env(), deleter, clock, recorder, max_response)
+    """The app; without `hook_settings`, read from the environment now (tests; the server's own app is
+    built once from hooks.settings.current()). `settings`, if given, replaces theirs for the sync."""
+    config = hook_settings or HookSettings.from_env(os.environ)
+    limits = config.limits
+    server = HookServer(settings or config.sync, deleter, clock, recorder, limits.max_response_bytes)
     app = Flask("trainop-hooks")
-    app.config["MAX_CONTENT_LENGTH"] = int(os.environ.get("TRAINOP_HOOK_MAX_BODY_BYTES", DEFAULT_MAX_BODY))
-    budget = app.config[BUDGET_CONFIG] = Budget(int(os.environ.get(INFLIGHT_ENV, DEFAULT_INFLIGHT)))
+    app.config["MAX_CONTENT_LENGTH"] = limits.max_body_bytes
+    budget = app.config[BUDGET_CONFIG] = Budget(limits.max_inflight_bytes)
 
     def answer(finalizing_route: bool) -> Response:
         # The declared length is held while the body is read, the parse estimate while it is answered.
@@ -239,7 +231,7 @@ class AnswerTooLarge(Exception):
 def _busy(budget: Budget) -> Response:
     error = (
         f"the hook server is busy parsing other requests ({budget.held} of its {budget.limit} bytes of "
-        f"parse budget, {INFLIGHT_ENV}); retry"
+        f"parse budget, {MAX_INFLIGHT.name}); retry"
     )
     log.info(json.dumps({"path": request.path, "code": 429, "error": error}))
     response = _json({"error": error}, 429)
@@ -249,9 +241,10 @@ def _busy(budget: Budget) -> Response:
 
 def _app() -> Flask:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    client = default_deleter()
+    config = current()
+    client = default_deleter(config.kubeconfig)
     recorder = Recorder(client) if isinstance(client, ApiClient) else None
-    return create_app(deleter=client, recorder=recorder)
+    return create_app(deleter=client, recorder=recorder, hook_settings=config)
 
 
 app = _app()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trainop.frameworks import kind_info
-from trainop.kubeclient import SERVICE_ACCOUNT, ApiError, KubeClient, from_env
+from trainop.kubeclient import SERVICE_ACCOUNT, ApiError, KubeClient, connect
 
 log = logging.getLogger("trainop.hooks")
 MERGE_PATCH = "application/merge-patch+json"
@@ -117,14 +117,14 @@ class ApiClient:
         return self._answer("PATCH", path, patch, content_type=MERGE_PATCH, missing=409) is not None
 
 
-def default_deleter() -> Deleter | None:
-    """The API client for TTL deletion and Events, or None when this process has no credentials.
+def default_deleter(kubeconfig: str) -> Deleter | None:
+    """The API client for TTL deletion and Events (through `kubeconfig`, the settings' TRAINOP_KUBECONFIG,
+    or "" for the pod's ServiceAccount), or None when this process has no credentials.
 
     The shared client re-reads a ServiceAccount token for every request: the kubelet rotates it.
     """
     if not (
-        os.environ.get("TRAINOP_KUBECONFIG")
-        or (os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT / "token").exists())
+        kubeconfig or (os.environ.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT / "token").exists())
     ):
         return None
-    return ApiClient(dataclasses.replace(from_env(), timeout=TIMEOUT_SECONDS))
+    return ApiClient(dataclasses.replace(connect(kubeconfig), timeout=TIMEOUT_SECONDS))

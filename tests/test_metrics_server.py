@@ -69,18 +69,18 @@ def test_a_request_head_above_the_limit_is_refused(ports: tuple[int, int]) -> No
 
 
 def test_a_metrics_timeout_that_is_not_a_number_names_the_variable() -> None:
-    with pytest.raises(ValueError, match="TRAINOP_HOOK_METRICS_TIMEOUT must be seconds"):
+    with pytest.raises(ValueError, match="TRAINOP_HOOK_METRICS_TIMEOUT: expected a number of seconds"):
         MetricsLimits.from_env("TRAINOP_HOOK", {"TRAINOP_HOOK_METRICS_TIMEOUT": "soon"})
 
 
 def test_a_metrics_connection_cap_of_zero_names_the_variable() -> None:
-    message = "TRAINOP_WEBHOOK_METRICS_MAX_CONNECTIONS must be a positive integer"
+    message = "TRAINOP_WEBHOOK_METRICS_MAX_CONNECTIONS: expected a positive integer"
     with pytest.raises(ValueError, match=message):
         MetricsLimits.from_env("TRAINOP_WEBHOOK", {"TRAINOP_WEBHOOK_METRICS_MAX_CONNECTIONS": "0"})
 
 
 def test_a_header_deadline_of_zero_names_the_variable() -> None:
-    with pytest.raises(ValueError, match="TRAINOP_HOOK_HEADER_TIMEOUT must be a number of seconds above 0"):
+    with pytest.raises(ValueError, match="TRAINOP_HOOK_HEADER_TIMEOUT: expected a number of seconds above 0"):
         Deadlines.from_env("TRAINOP_HOOK", {"TRAINOP_HOOK_HEADER_TIMEOUT": "0"})
 
 

@@ -2,7 +2,8 @@
 delete jobs and write Events with it (hooks.kubeapi); the webhook server keeps its certificate with it.
 
 Credentials come from the pod's ServiceAccount, or from the kubeconfig named by TRAINOP_KUBECONFIG
-when the server runs outside a cluster (tests, development). The ServiceAccount token is re-read for
+when the server runs outside a cluster (tests, development); each server reads that variable with its
+settings and passes it to `connect`. The ServiceAccount token is re-read for
 every request: the kubelet rotates the projected token file (it expires after about an hour), and the
 server runs for months.
 """
@@ -101,9 +102,9 @@ class KubeClient:
         return self.token
 
 
-def from_env() -> KubeClient:
-    """The client for this process: TRAINOP_KUBECONFIG if set, else the pod's ServiceAccount."""
-    kubeconfig = os.environ.get(KUBECONFIG_ENV)
+def connect(kubeconfig: str) -> KubeClient:
+    """The client for this process: the kubeconfig its settings name (TRAINOP_KUBECONFIG), else ("") the
+    pod's ServiceAccount."""
     if kubeconfig:
         return from_kubeconfig(Path(kubeconfig))
     host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")

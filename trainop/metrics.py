@@ -29,13 +29,13 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from trainop.envvalues import positive_int_env
+from trainop.envvalues import PositiveInt, Seconds, SettingError, Text
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # Set while this process created the directory itself, so only that one is removed at exit.
@@ -83,21 +83,34 @@ class MetricsLimits:
     max_request_bytes: int = 16 * 1024
 
     @classmethod
-    def from_env(cls, prefix: str, environ: dict[str, str] | None = None) -> MetricsLimits:
+    def from_env(cls, prefix: str, environ: Mapping[str, str]) -> MetricsLimits:
         """`<prefix>_METRICS_TIMEOUT` (seconds) and `<prefix>_METRICS_MAX_CONNECTIONS`."""
-        env = os.environ if environ is None else environ
         default = cls()
-        timeout_name = f"{prefix}_METRICS_TIMEOUT"
-        timeout = default.timeout_seconds
-        if raw := env.get(timeout_name, ""):
-            try:
-                timeout = float(raw)
-            except ValueError:
-                timeout = -1.0
-            if not 0 < timeout <= 3600:
-                raise ValueError(f"{timeout_name} must be seconds above 0 and at most 3600, got {raw!r}")
-        cap = positive_int_env(f"{prefix}_METRICS_MAX_CONNECTIONS", default.max_connections, env)
-        return cls(timeout_seconds=timeout, max_connections=cap)
+        return cls(
+            timeout_seconds=Seconds(f"{prefix}_METRICS_TIMEOUT", default.timeout_seconds).read(environ),
+            max_connections=PositiveInt(f"{prefix}_METRICS_MAX_CONNECTIONS", default.max_connections).read(
+                environ
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class MetricsPort:
+    """Where gunicorn's master serves its workers' metrics, `<prefix>_METRICS_BIND` (HOST:PORT; "" or off:
+    nowhere), and the port's limits."""
+
+    bind: str
+    limits: MetricsLimits = MetricsLimits()
+
+    @classmethod
+    def from_env(cls, prefix: str, environ: Mapping[str, str], bind: str) -> MetricsPort:
+        reader = Text(f"{prefix}_METRICS_BIND", bind, blank="")
+        value = reader.read(environ)
+        try:
+            parse_bind(value)
+        except ValueError:
+            raise SettingError(reader.name, "HOST:PORT, or '' or off for no metrics", value) from None
+        return cls(value, MetricsLimits.from_env(prefix, environ))
 
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -293,11 +306,11 @@ def cleanup() -> None:
 class GunicornHooks:
     """The gunicorn server hooks of one server; assign its methods in a gunicorn config module."""
 
-    def __init__(self, server_name: str, bind: str, limits: MetricsLimits | None = None) -> None:
+    def __init__(self, server_name: str, port: MetricsPort) -> None:
+        # The address was checked with the server's settings, when gunicorn read its config.
         self.server_name = server_name
-        self.bind = bind
-        self.limits = limits or MetricsLimits()
-        parse_bind(bind)  # a bad address fails when gunicorn reads its config, not at the first scrape
+        self.bind = port.bind
+        self.limits = port.limits
 
     def on_starting(self, _server: Any) -> None:
         prepare_directory(self.server_name)

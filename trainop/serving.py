@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import re
 import selectors
 import socket
 import ssl
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -49,7 +49,7 @@ from gunicorn import sock as gsock
 from gunicorn.http.body import ChunkedReader, LengthReader  # type: ignore[import-untyped]
 from gunicorn.workers.gthread import TConn, ThreadWorker  # type: ignore[import-untyped]
 
-from trainop.envvalues import seconds_env
+from trainop.envvalues import PositiveInt, Seconds, Text
 
 # How often the event loop wakes to enforce the deadlines at the latest: the slack on every deadline.
 TICK_SECONDS = 0.25
@@ -75,16 +75,38 @@ class Deadlines:
     buffer_budget_bytes: int = 32 * 1024 * 1024
 
     @classmethod
-    def from_env(cls, prefix: str, environ: dict[str, str] | None = None) -> Deadlines:
+    def from_env(cls, prefix: str, environ: Mapping[str, str]) -> Deadlines:
         """`<prefix>_HANDSHAKE_TIMEOUT`, `_HEADER_TIMEOUT`, `_BODY_TIMEOUT`, `_RESPONSE_TIMEOUT` (seconds)."""
-        env = os.environ if environ is None else environ
         default = cls()
-
         return cls(
-            handshake_seconds=seconds_env(f"{prefix}_HANDSHAKE_TIMEOUT", default.handshake_seconds, env),
-            header_seconds=seconds_env(f"{prefix}_HEADER_TIMEOUT", default.header_seconds, env),
-            body_seconds=seconds_env(f"{prefix}_BODY_TIMEOUT", default.body_seconds, env),
-            response_seconds=seconds_env(f"{prefix}_RESPONSE_TIMEOUT", default.response_seconds, env),
+            handshake_seconds=Seconds(f"{prefix}_HANDSHAKE_TIMEOUT", default.handshake_seconds).read(environ),
+            header_seconds=Seconds(f"{prefix}_HEADER_TIMEOUT", default.header_seconds).read(environ),
+            body_seconds=Seconds(f"{prefix}_BODY_TIMEOUT", default.body_seconds).read(environ),
+            response_seconds=Seconds(f"{prefix}_RESPONSE_TIMEOUT", default.response_seconds).read(environ),
+        )
+
+
+@dataclass(frozen=True)
+class Listener:
+    """How a gunicorn server listens: `<prefix>_BIND`, `_WORKERS`, `_THREADS`, `_MAX_CONNECTIONS` (open
+    connections per worker process) and the deadlines of its connections."""
+
+    bind: str
+    workers: int
+    threads: int
+    max_connections: int = 1000
+    deadlines: Deadlines = Deadlines()
+
+    @classmethod
+    def from_env(
+        cls, prefix: str, environ: Mapping[str, str], *, bind: str, workers: int, threads: int
+    ) -> Listener:
+        return cls(
+            bind=Text(f"{prefix}_BIND", bind).read(environ),
+            workers=PositiveInt(f"{prefix}_WORKERS", workers).read(environ),
+            threads=PositiveInt(f"{prefix}_THREADS", threads).read(environ),
+            max_connections=PositiveInt(f"{prefix}_MAX_CONNECTIONS", cls.max_connections).read(environ),
+            deadlines=Deadlines.from_env(prefix, environ),
         )
 
 

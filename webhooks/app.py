@@ -23,17 +23,11 @@ from trainop.jsonshape import BadRequest
 from trainop.jsontypes import Json
 from webhooks import admission, codec, metrics
 from webhooks.admission import AdmissionRequest
+from webhooks.settings import MAX_BODY, MAX_INFLIGHT, WebhookLimits, current
 
-MAX_BODY_ENV: Final = "TRAINOP_WEBHOOK_MAX_BODY_BYTES"
 MAX_BODY_CONFIG: Final = "TRAINOP_MAX_BODY_BYTES"
-# The apiserver itself refuses bodies over 3 MiB; 8 MiB leaves room for its AdmissionReview envelope
-# (object and oldObject of an UPDATE) while keeping a stray client from exhausting memory.
-DEFAULT_MAX_BODY_BYTES: Final = 8 * 1024 * 1024
-# Estimated parse memory (trainop.jsoncost) that one worker's requests may hold at once: the pod's 512Mi
-# hold two workers of ~50 MiB idle, each with this much in flight plus its copies. A real review costs a
-# few MiB, so only floods of large bodies ever wait.
-INFLIGHT_ENV: Final = "TRAINOP_WEBHOOK_MAX_INFLIGHT_BYTES"
-DEFAULT_INFLIGHT_BYTES: Final = 96 * 1024 * 1024
+# The limits and their variables are webhook settings (webhooks.settings).
+DEFAULT_MAX_BODY_BYTES: Final = MAX_BODY.default
 # How long a request waits for the budget before a 429: well inside the apiserver's 10 s webhook timeout.
 BUDGET_WAIT_SECONDS: Final = 2.0
 BUDGET_CONFIG: Final = "TRAINOP_INFLIGHT_BUDGET"
@@ -43,14 +37,17 @@ log = logging.getLogger("trainop.webhooks")
 Handler = Callable[[AdmissionRequest], Json]
 
 
-def create_app(max_body_bytes: int | None = None, inflight_bytes: int | None = None) -> Flask:
+def create_app(
+    max_body_bytes: int | None = None, inflight_bytes: int | None = None, limits: WebhookLimits | None = None
+) -> Flask:
+    """The app; without `limits`, read from the environment now (tests; the server's own app is built
+    once from webhooks.settings.current()). A number given replaces its limit."""
     codec.log_json_lines(log)
     app = Flask(__name__)
-    limit = max_body_bytes if max_body_bytes is not None else _max_body_from_env()
+    limits = limits or WebhookLimits.from_env(os.environ)
+    limit = max_body_bytes if max_body_bytes is not None else limits.max_body_bytes
     app.config[MAX_BODY_CONFIG] = limit
-    inflight = (
-        inflight_bytes if inflight_bytes is not None else _positive_env(INFLIGHT_ENV, DEFAULT_INFLIGHT_BYTES)
-    )
+    inflight = inflight_bytes if inflight_bytes is not None else limits.max_inflight_bytes
     app.config[BUDGET_CONFIG] = Budget(inflight)
     # One byte over the limit: werkzeug silently truncates a chunked body at MAX_CONTENT_LENGTH, so the
     # extra byte is how _read_body tells "exactly at the limit" from "over it".
@@ -142,7 +139,7 @@ def _hold(claim: Claim, cost: int) -> None:
     if not claim.grow(cost, BUDGET_WAIT_SECONDS):
         raise Busy(
             f"the webhook is busy parsing other requests ({claim.budget.held} of its {claim.budget.limit} "
-            f"bytes of parse budget, {INFLIGHT_ENV}); retry"
+            f"bytes of parse budget, {MAX_INFLIGHT.name}); retry"
         )
 
 
@@ -168,25 +165,8 @@ def _json(status: int, payload: Json) -> Response:
     return Response(codec.dumps(payload), status=status, mimetype="application/json")
 
 
-def _max_body_from_env() -> int:
-    return _positive_env(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES)
-
-
-def _positive_env(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive number of bytes, got {raw!r}")
-    return value
-
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-app = create_app()
+app = create_app(limits=current().limits)

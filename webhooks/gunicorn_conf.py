@@ -10,12 +10,17 @@ Environment:
                             leave both unset for plain HTTP (tests, local runs)
   TRAINOP_WEBHOOK_WORKERS   worker processes (default 2)
   TRAINOP_WEBHOOK_THREADS   threads per worker (default 16)
-  TRAINOP_WEBHOOK_MAX_BODY_BYTES  request body limit, read by webhooks.app (default 8 MiB)
+  TRAINOP_WEBHOOK_MAX_BODY_BYTES  request body limit (default 8 MiB; bytes, or 8Mi), used by webhooks.app
   TRAINOP_WEBHOOK_METRICS_BIND    Prometheus metrics of all workers, plain HTTP, served by the master
                                   (default 0.0.0.0:8082; "" turns them off), see trainop.metrics
   TRAINOP_WEBHOOK_{HANDSHAKE,HEADER,BODY,RESPONSE}_TIMEOUT, TRAINOP_WEBHOOK_MAX_CONNECTIONS,
   TRAINOP_WEBHOOK_METRICS_TIMEOUT, TRAINOP_WEBHOOK_METRICS_MAX_CONNECTIONS
                             per-connection deadlines and connection caps: docs/limits-connections.md
+  TRAINOP_WEBHOOK_LOG_LEVEL debug, info (default), warning, error or critical
+
+Every value read from the environment comes from the server's one settings object (webhooks.settings),
+built here, in gunicorn's master: a malformed variable ends the process before any worker starts, with
+its name on stderr.
 """
 
 from __future__ import annotations
@@ -25,21 +30,13 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from trainop.metrics import GunicornHooks, MetricsLimits
-from trainop.serving import Deadlines, deadline_worker
+from trainop.metrics import GunicornHooks
+from trainop.serving import deadline_worker
+from webhooks.settings import current
 from webhooks.tls import CertReloader
 
-
-def _int_env(name: str, default: int) -> int:
-    raw = os.environ.get(name, "")
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
-    return int(raw)
-
-
-bind = [os.environ.get("TRAINOP_WEBHOOK_BIND") or "0.0.0.0:9443"]
+_settings = current()
+bind = [_settings.listener.bind]
 
 # Admission calls are short and CPU-bound (~2 ms); on 2 cores two processes use both. Threads are for
 # concurrency, not speed: the apiserver sends one request per concurrent create, each on a connection of
@@ -49,12 +46,12 @@ bind = [os.environ.get("TRAINOP_WEBHOOK_BIND") or "0.0.0.0:9443"]
 # call triples the cost. Ours is gthread except that the TLS handshake and the request are read in the
 # worker's event loop under deadlines, and a connection gets a thread only once its request has arrived:
 # the port is open to every pod, and 200 connections that sent one byte each held all 32 threads.
-worker_class = deadline_worker(Deadlines.from_env("TRAINOP_WEBHOOK"))
-workers = _int_env("TRAINOP_WEBHOOK_WORKERS", 2)
-threads = _int_env("TRAINOP_WEBHOOK_THREADS", 16)
+worker_class = deadline_worker(_settings.listener.deadlines)
+workers = _settings.listener.workers
+threads = _settings.listener.threads
 # Open connections per worker process; at the cap the oldest unfinished request (else the oldest idle
 # connection) is closed for each new one.
-worker_connections = _int_env("TRAINOP_WEBHOOK_MAX_CONNECTIONS", 1000)
+worker_connections = _settings.listener.max_connections
 # Longer than the apiserver's idle-connection timeout (Go's http.Transport default, 90 s), so the client
 # always closes an idle connection first and never sends a request into one the server is closing.
 keepalive = 120
@@ -71,18 +68,10 @@ control_socket_disable = True
 # webhooks.app writes one JSON line per request; gunicorn's access log would duplicate it.
 accesslog = None
 errorlog = "-"
-loglevel = os.environ.get("TRAINOP_WEBHOOK_LOG_LEVEL", "info")
+loglevel = _settings.log_level
 
-certfile = os.environ.get("TRAINOP_TLS_CERT_FILE") or None
-keyfile = os.environ.get("TRAINOP_TLS_KEY_FILE") or None
-_cert_mode = os.environ.get("TRAINOP_WEBHOOK_CERT_MODE") or "files"
-if _cert_mode != "files":
-    raise ValueError(
-        f"TRAINOP_WEBHOOK_CERT_MODE must be files, got {_cert_mode!r}: the self-managed certificate is kept "
-        "by a process of its own, `python -m webhooks.certrotate` (the cert-rotator container)"
-    )
-if (certfile is None) != (keyfile is None):
-    raise ValueError("set both TRAINOP_TLS_CERT_FILE and TRAINOP_TLS_KEY_FILE, or neither for plain HTTP")
+certfile = _settings.tls.cert_file or None
+keyfile = _settings.tls.key_file or None
 _certs = CertReloader(certfile, keyfile) if certfile and keyfile else None
 
 
@@ -93,11 +82,7 @@ def ssl_context(config: Any, default_ssl_context_factory: Callable[[], ssl.SSLCo
     return _certs.context(default_ssl_context_factory)
 
 
-_metrics = GunicornHooks(
-    "webhooks",
-    os.environ.get("TRAINOP_WEBHOOK_METRICS_BIND", "0.0.0.0:8082"),
-    MetricsLimits.from_env("TRAINOP_WEBHOOK"),
-)
+_metrics = GunicornHooks("webhooks", _settings.metrics)
 when_ready = _metrics.when_ready
 child_exit = _metrics.child_exit
 

@@ -67,8 +67,9 @@ from typing import Any, Final, Protocol
 
 from cryptography import x509
 
+from trainop.envvalues import Flag, Names, Required, Seconds, SettingError, Text
 from trainop.jsontypes import Json
-from trainop.kubeclient import STRATEGIC_MERGE, ApiError
+from trainop.kubeclient import KUBECONFIG_ENV, STRATEGIC_MERGE, ApiError
 from webhooks import codec
 from webhooks.certs import (
     CLOCK_SKEW,
@@ -134,7 +135,7 @@ class Api(Protocol):
 
 
 @dataclass(frozen=True)
-class Settings:
+class CertSettings:
     namespace: str
     secret: str
     service: str
@@ -145,43 +146,29 @@ class Settings:
     check_interval: float = DEFAULT_INTERVAL
     adopt: bool = False
 
+    # A kubeconfig instead of the pod's ServiceAccount (development, tests); "" for the ServiceAccount.
+    kubeconfig: str = ""
+
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
-        def required(name: str) -> str:
-            value = environ.get(name, "").strip()
-            if not value:
-                raise ValueError(f"{name} must be set for the self-managed certificate (webhooks.certrotate)")
-            return value
-
-        def names(name: str) -> tuple[str, ...]:
-            return tuple(n.strip() for n in environ.get(name, "").split(",") if n.strip())
-
-        raw_interval = environ.get(ENV_INTERVAL, "").strip()
-        try:
-            interval = float(raw_interval) if raw_interval else DEFAULT_INTERVAL
-        except ValueError:
-            interval = 0.0
-        if not 0 < interval <= 86400:
-            raise ValueError(
-                f"{ENV_INTERVAL} must be a number of seconds in (0, 86400], got {raw_interval!r}"
-            )
-        raw_adopt = environ.get(ENV_ADOPT, "").strip().lower()
-        if raw_adopt not in ("", "true", "false"):
-            raise ValueError(f"{ENV_ADOPT} must be true or false, got {environ.get(ENV_ADOPT)!r}")
+    def from_env(cls, environ: Mapping[str, str]) -> CertSettings:
+        why = "needed by the self-managed certificate, webhooks.certrotate"
         settings = cls(
-            namespace=required(ENV_NAMESPACE),
-            secret=required(ENV_SECRET),
-            service=required(ENV_SERVICE),
-            extra_hosts=names(ENV_HOSTS),
-            mutating=names(ENV_MUTATING),
-            validating=names(ENV_VALIDATING),
-            cert_dir=Path(environ.get(ENV_DIR) or DEFAULT_DIR),
-            check_interval=interval,
-            adopt=raw_adopt == "true",
+            namespace=Required(ENV_NAMESPACE, why=why).read(environ),
+            secret=Required(ENV_SECRET, why=why).read(environ),
+            service=Required(ENV_SERVICE, why=why).read(environ),
+            extra_hosts=Names(ENV_HOSTS).read(environ),
+            mutating=Names(ENV_MUTATING).read(environ),
+            validating=Names(ENV_VALIDATING).read(environ),
+            cert_dir=Path(Text(ENV_DIR, DEFAULT_DIR).read(environ)),
+            check_interval=Seconds(ENV_INTERVAL, DEFAULT_INTERVAL, maximum=86400).read(environ),
+            adopt=Flag(ENV_ADOPT, False).read(environ),
+            kubeconfig=Text(KUBECONFIG_ENV, "").read(environ),
         )
         if not settings.mutating and not settings.validating:
-            raise ValueError(
-                f"name the webhook configurations to inject the CA into: {ENV_MUTATING}, {ENV_VALIDATING}"
+            raise SettingError(
+                f"{ENV_MUTATING} or {ENV_VALIDATING}",
+                "the webhook configurations to inject the CA into",
+                None,
             )
         return settings
 
@@ -289,7 +276,7 @@ def _newer_sibling(cert: x509.Certificate, ours: x509.Certificate, now: datetime
 class CertKeeper:
     """One replica's view of the shared certificate; `sync` is idempotent and safe to run concurrently."""
 
-    def __init__(self, api: Api, settings: Settings, clock: Clock = lambda: datetime.now(UTC)) -> None:
+    def __init__(self, api: Api, settings: CertSettings, clock: Clock = lambda: datetime.now(UTC)) -> None:
         self.api = api
         self.settings = settings
         self.clock = clock

@@ -10,14 +10,14 @@ from flask import Flask, request
 
 from tests.ui.helpers import pod, pytorch, record_tensorboard, with_status, write_run
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
-from trainop.ui.app import Settings, create_app, row_id
+from trainop.ui.app import UiSettings, create_app, row_id
 from trainop.ui.auth import Authenticator, AuthSettings
 from trainop.ui.links import Link
 from trainop.ui.runs import Runs
 
 
 def client(root: Path, **settings):
-    return create_app(Runs(root), Settings(poll_seconds=0.01, **settings)).test_client()
+    return create_app(Runs(root), UiSettings(poll_seconds=0.01, **settings)).test_client()
 
 
 def csrf_of(html: str) -> str:
@@ -110,7 +110,7 @@ def test_the_log_stream_starts_with_the_last_lines_then_follows(root: Path):
 
 def test_streams_beyond_the_bound_are_refused_with_503(root: Path):
     write_run(root, "a", pytorch("a"), live=True)
-    c = create_app(Runs(root), Settings(max_streams=1, poll_seconds=0.01)).test_client()
+    c = create_app(Runs(root), UiSettings(max_streams=1, poll_seconds=0.01)).test_client()
     first = c.get("/stream/list?key=a")
     assert c.get("/stream/list?key=a").status_code == 503
     first.close()

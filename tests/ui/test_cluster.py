@@ -19,7 +19,7 @@ from trainop.controller.podgroups import KUBERNETES_KEY, PLUGINS_KEY, VOLCANO_KE
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.jsontypes import Json
 from trainop.kubeclient import KubeClient
-from trainop.ui.app import Settings, create_app
+from trainop.ui.app import UiSettings, create_app
 from trainop.ui.auth import AuthSettings
 from trainop.ui.cluster import Cluster, field_errors
 from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API
@@ -258,7 +258,7 @@ def test_a_webhooks_refusal_on_the_cluster_is_shown_at_each_field_it_names(api: 
         'admission webhook "validate.trainop.dev" denied the request: '
         f"{WORKER_IMAGE}: Required value: the registry allows only signed images; metadata.name: taken"
     )
-    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    settings = UiSettings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
     client = create_app(cluster, settings).test_client()
     headers = {"X-Forwarded-User": "alice"}
     csrf = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/new", headers=headers).text)
@@ -310,28 +310,30 @@ def listed(cluster: Cluster, *jobs: Json) -> None:
 def test_a_listed_job_with_a_tensorboard_links_to_it_under_its_path_prefix(api: tuple[FakeApi, Cluster]):
     _, cluster = api
     listed(cluster, with_tensorboard(pytorch("board", "team-a")), pytorch("plain", "team-a"))
-    page = create_app(cluster, Settings()).test_client().get("/").text
+    page = create_app(cluster, UiSettings()).test_client().get("/").text
     assert page.count(">TensorBoard</a>") == 1
     assert 'href="/tensorboard/team-a/board/"' in page
 
 
 def test_a_jobs_page_links_its_tensorboard_through_the_configured_template(api: tuple[FakeApi, Cluster]):
     _, cluster = api
-    settings = Settings(tensorboard_url="https://tb.example/${metadata.namespace}--${metadata.name}")
+    settings = UiSettings(tensorboard_url="https://tb.example/${metadata.namespace}--${metadata.name}")
     page = create_app(cluster, settings).test_client().get("/job/team-a/PyTorchJob/board").text
     assert 'href="https://tb.example/team-a--board"' in page
 
 
 def test_an_empty_tensorboard_template_shows_no_tensorboard_link(api: tuple[FakeApi, Cluster]):
     _, cluster = api
-    page = create_app(cluster, Settings(tensorboard_url="")).test_client().get("/job/team-a/PyTorchJob/board")
+    page = (
+        create_app(cluster, UiSettings(tensorboard_url="")).test_client().get("/job/team-a/PyTorchJob/board")
+    )
     assert "TensorBoard" not in page.text
 
 
 def test_a_writable_ui_offers_a_jobs_actions_only_to_users_rbac_lets_do_them(api: tuple[FakeApi, Cluster]):
     fake, cluster = api
     fake.writers.add("alice")
-    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    settings = UiSettings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
     client = create_app(cluster, settings).test_client()
     page = client.get("/job/team-a/PyTorchJob/mnist", headers={"X-Forwarded-User": "alice"}).text
     assert (
@@ -346,7 +348,7 @@ def test_the_wizard_offers_create_only_to_users_rbac_lets_create_in_the_forms_na
 ):
     fake, cluster = api
     fake.writers.add("alice")
-    settings = Settings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    settings = UiSettings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
     client = create_app(cluster, settings).test_client()
     page = client.get("/new?kind=PyTorchJob", headers={"X-Forwarded-User": "alice"}).text
     assert 'value="create"' in page and 'value="dry-run"' in page
@@ -384,7 +386,7 @@ def test_a_pending_jobs_page_shows_its_podgroups_phase_and_conditions(api: tuple
     fake, cluster = api
     fake.served.add("scheduling.volcano.sh/v1beta1")
     pending_pods(fake)
-    page = create_app(cluster, Settings()).test_client().get("/job/team-a/PyTorchJob/mnist").text
+    page = create_app(cluster, UiSettings()).test_client().get("/job/team-a/PyTorchJob/mnist").text
     assert "<dt>PodGroup</dt><dd><code>mnist</code> <small>(scheduling.volcano.sh/v1beta1)</small>" in page
     assert '<span class="state pending">Pending</span>' in page
     assert "Unschedulable</dt><dd>True (NotEnoughResources): 3/3 tasks in gang unschedulable" in page
@@ -414,7 +416,7 @@ def test_a_queued_jobs_page_shows_its_own_kueue_workload_pending_with_the_messag
 def test_scheduling_apis_that_are_not_installed_are_neither_asked_nor_shown(api: tuple[FakeApi, Cluster]):
     fake, cluster = api
     pending_pods(fake)
-    answer = create_app(cluster, Settings()).test_client().get("/job/team-a/PyTorchJob/queued")
+    answer = create_app(cluster, UiSettings()).test_client().get("/job/team-a/PyTorchJob/queued")
     assert answer.status_code == 200 and "What the scheduling waits for" not in answer.text
     assert not [path for _, path, _ in fake.seen if "/podgroups/" in path or path.endswith("/workloads")]
 

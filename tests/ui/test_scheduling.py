@@ -12,7 +12,7 @@ from trainop.job.gang import KUBERNETES_API
 from trainop.jsontypes import Json
 from trainop.kubeclient import ApiError
 from trainop.ui.scheduling import Discovery, gates, why_pending
-from trainop.ui.source import Event
+from trainop.ui.source import EventRow
 
 GANG_WAITS = "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled"
 NO_ROOM = "0/1 nodes are available: 1 Insufficient cpu."
@@ -44,8 +44,8 @@ def unschedulable(p: Json, message: str) -> Json:
     return p
 
 
-def failed_scheduling(pod_name: str, message: str, time: str) -> Event:
-    return Event(time, "Warning", "FailedScheduling", message, object=f"Pod/{pod_name}")
+def failed_scheduling(pod_name: str, message: str, time: str) -> EventRow:
+    return EventRow(time, "Warning", "FailedScheduling", message, object=f"Pod/{pod_name}")
 
 
 def read_gates(group: Json, pods: list[Json]) -> Any:

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tests.ui.helpers import pytorch, with_status
-from trainop.ui.app import Settings
+from trainop.ui.app import UiSettings
 
 REPO = Path(__file__).resolve().parents[2]
 USER = {"X-Forwarded-User": "alice"}
@@ -139,8 +139,8 @@ def test_an_event_stream_goes_on_past_the_answer_deadline_of_a_page(ui: str) -> 
 
 def test_streams_past_the_bound_get_503_while_pages_are_still_served(ui: str) -> None:
     with contextlib.ExitStack() as held:
-        answers = [held.enter_context(stream(ui)) for _ in range(Settings.max_streams)]
-        assert [a.status for a in answers] == [200] * Settings.max_streams
+        answers = [held.enter_context(stream(ui)) for _ in range(UiSettings.max_streams)]
+        assert [a.status for a in answers] == [200] * UiSettings.max_streams
         with stream(ui) as refused:
             assert refused.status == 503
             assert refused.getheader("Retry-After") == "5"

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from trainop import examples
-from trainop.ui.app import Settings, create_app
+from trainop.ui.app import UiSettings, create_app
 from trainop.ui.runs import Runs
 from trainop.ui.wizard import Form, errors_by_field, examples_of
 
@@ -57,7 +57,7 @@ def test_each_kind_is_offered_its_own_examples():
 
 
 def client(tmp_path: Path):
-    return create_app(Runs(tmp_path / "runs"), Settings()).test_client()
+    return create_app(Runs(tmp_path / "runs"), UiSettings()).test_client()
 
 
 def test_the_wizard_offers_to_start_from_the_examples_of_the_chosen_kind(tmp_path: Path):

@@ -41,4 +41,4 @@ def test_missing_settings_are_named(
 ) -> None:
     monkeypatch.delenv("TRAINOP_WEBHOOK_CERT_SECRET")
     assert certrotate.main([]) == 2
-    assert "TRAINOP_WEBHOOK_CERT_SECRET must be set" in capsys.readouterr().err
+    assert "TRAINOP_WEBHOOK_CERT_SECRET: expected a value" in capsys.readouterr().err

@@ -28,7 +28,7 @@ from trainop.jsontypes import Json
 from trainop.kubeclient import ApiError
 from webhooks import certs, selfcert
 from webhooks.certs import KeyPair
-from webhooks.selfcert import CertKeeper, Material, Settings
+from webhooks.selfcert import CertKeeper, CertSettings, Material
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS = (
@@ -246,8 +246,8 @@ class Clock:
         return self.now
 
 
-def settings(tmp_path: Path, replica: str = "a") -> Settings:
-    return Settings(
+def settings(tmp_path: Path, replica: str = "a") -> CertSettings:
+    return CertSettings(
         namespace="trainop-system",
         secret="trainop-webhook-cert",
         service="trainop-webhooks",
@@ -361,7 +361,7 @@ def test_a_serving_certificate_close_to_expiry_is_renewed_with_the_same_ca(
 def test_a_new_host_reissues_the_serving_certificate_only(api: MemoryApi, tmp_path: Path) -> None:
     original = keeper(api, tmp_path, Clock(T0)).sync()
     wider = CertKeeper(
-        api, Settings(**{**settings(tmp_path).__dict__, "extra_hosts": ("127.0.0.1", "::1")}), Clock(T0)
+        api, CertSettings(**{**settings(tmp_path).__dict__, "extra_hosts": ("127.0.0.1", "::1")}), Clock(T0)
     )
     renewed = wider.sync()
     assert renewed.ca == original.ca
@@ -407,7 +407,7 @@ COPIED_MARKS = {"labels": dict(selfcert.LABELS), "annotations": {selfcert.MARK: 
 
 
 def adopting_keeper(api: MemoryApi, tmp_path: Path, clock: Clock, replica: str = "a") -> CertKeeper:
-    return CertKeeper(api, Settings(**{**settings(tmp_path, replica).__dict__, "adopt": True}), clock)
+    return CertKeeper(api, CertSettings(**{**settings(tmp_path, replica).__dict__, "adopt": True}), clock)
 
 
 def test_a_created_secret_carries_the_mark_and_the_owner_reference(api: MemoryApi, tmp_path: Path) -> None:
@@ -624,7 +624,7 @@ ENV = {
 
 
 def test_settings_from_the_environment() -> None:
-    s = Settings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_HOSTS": "127.0.0.1,localhost"})
+    s = CertSettings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_HOSTS": "127.0.0.1,localhost"})
     assert s.hosts == ("ops-webhooks.ops.svc", "ops-webhooks.ops.svc.cluster.local", "127.0.0.1", "localhost")
     assert s.configurations() == [
         ("mutatingwebhookconfigurations", "ops-mutate"),
@@ -637,32 +637,33 @@ def test_settings_from_the_environment() -> None:
 
 @pytest.mark.parametrize(("raw", "adopt"), [("", False), ("false", False), ("true", True), ("True", True)])
 def test_adopting_a_foreign_secret_is_off_unless_set(raw: str, adopt: bool) -> None:
-    assert Settings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_ADOPT": raw}).adopt is adopt
+    assert CertSettings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_ADOPT": raw}).adopt is adopt
 
 
 def test_a_bad_adopt_setting_is_named() -> None:
-    with pytest.raises(ValueError, match="TRAINOP_WEBHOOK_CERT_ADOPT must be true or false, got 'yes'"):
-        Settings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_ADOPT": "yes"})
+    with pytest.raises(ValueError, match="TRAINOP_WEBHOOK_CERT_ADOPT: expected true or false, got 'yes'"):
+        CertSettings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_ADOPT": "yes"})
 
 
 @pytest.mark.parametrize(
     "missing", ["TRAINOP_WEBHOOK_NAMESPACE", "TRAINOP_WEBHOOK_CERT_SECRET", "TRAINOP_WEBHOOK_SERVICE"]
 )
 def test_a_missing_setting_is_named(missing: str) -> None:
-    with pytest.raises(ValueError, match=f"{missing} must be set for the self-managed certificate"):
-        Settings.from_env({k: v for k, v in ENV.items() if k != missing})
+    message = f"{missing}: expected a value \\(needed by the self-managed certificate"
+    with pytest.raises(ValueError, match=message):
+        CertSettings.from_env({k: v for k, v in ENV.items() if k != missing})
 
 
 def test_settings_need_a_configuration_to_inject() -> None:
     env = {k: v for k, v in ENV.items() if "CONFIGURATIONS" not in k}
     with pytest.raises(ValueError, match="TRAINOP_WEBHOOK_MUTATING_CONFIGURATIONS"):
-        Settings.from_env(env)
+        CertSettings.from_env(env)
 
 
 @pytest.mark.parametrize("raw", ["0", "-5", "soon", "1e9"])
 def test_a_bad_check_interval_is_named(raw: str) -> None:
-    with pytest.raises(ValueError, match=f"TRAINOP_WEBHOOK_CERT_CHECK_SECONDS .* got '{raw}'"):
-        Settings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_CHECK_SECONDS": raw})
+    with pytest.raises(ValueError, match=f"TRAINOP_WEBHOOK_CERT_CHECK_SECONDS: expected .* got '{raw}'"):
+        CertSettings.from_env({**ENV, "TRAINOP_WEBHOOK_CERT_CHECK_SECONDS": raw})
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -702,7 +703,7 @@ def test_without_credentials_the_client_says_what_is_missing(monkeypatch: pytest
     monkeypatch.delenv("TRAINOP_KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(RuntimeError, match=r"automountServiceAccountToken.*TRAINOP_KUBECONFIG is not set"):
-        kubeclient.from_env()
+        kubeclient.connect("")
 
 
 def test_a_kubeconfig_with_inline_ca_and_a_token_file(tmp_path: Path, ca: KeyPair) -> None:

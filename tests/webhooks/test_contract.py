@@ -145,7 +145,8 @@ def test_the_body_limit_defaults_to_8_mib_and_follows_the_environment(
     monkeypatch.setenv("TRAINOP_WEBHOOK_MAX_BODY_BYTES", "4096")
     assert create_app().config[MAX_BODY_CONFIG] == 4096
     monkeypatch.setenv("TRAINOP_WEBHOOK_MAX_BODY_BYTES", "lots")
-    with pytest.raises(ValueError, match="TRAINOP_WEBHOOK_MAX_BODY_BYTES must be a positive number"):
+    message = "TRAINOP_WEBHOOK_MAX_BODY_BYTES: expected a positive number of bytes"
+    with pytest.raises(ValueError, match=message):
         create_app()
 
 

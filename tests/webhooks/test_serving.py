@@ -204,7 +204,8 @@ def test_a_certificate_without_a_key_is_refused_at_startup(tmp_path: Path) -> No
         [*command, "webhooks.app:app"], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=30
     )
     assert proc.returncode != 0
-    assert "set both TRAINOP_TLS_CERT_FILE and TRAINOP_TLS_KEY_FILE" in proc.stdout + proc.stderr
+    message = "TRAINOP_TLS_KEY_FILE: expected a file beside TRAINOP_TLS_CERT_FILE (set both, or neither"
+    assert message in proc.stdout + proc.stderr
 
 
 # CertReloader on its own: what happens between the two files of a non-atomic rotation.

@@ -1,11 +1,12 @@
-"""Settings of the hook server: what Kubeflow exposes as controller flags."""
+"""The sync's settings: what Kubeflow exposes as controller flags (the hook server reads them from its
+environment once, with the rest of hooks.settings.HookSettings; `trainop run` sets its own)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from trainop.envvalues import PositiveInt, Text
 from trainop.job.addresses import AddressPlan, ClusterAddresses
 
 
@@ -23,13 +24,15 @@ class Settings:
     restart_resync_seconds: float = 1.0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
         return cls(
-            addresses=ClusterAddresses(cluster_domain=env.get("CUSTOM_CLUSTER_DOMAIN", "")),
-            pytorch_init_image=env.get("TRAINOP_PYTORCH_INIT_IMAGE", cls.pytorch_init_image),
-            pytorch_init_max_tries=int(env.get("TRAINOP_PYTORCH_INIT_MAX_TRIES", cls.pytorch_init_max_tries)),
-            mpi_kubectl_delivery_image=env.get(
+            addresses=ClusterAddresses(cluster_domain=Text("CUSTOM_CLUSTER_DOMAIN", "").read(env)),
+            pytorch_init_image=Text("TRAINOP_PYTORCH_INIT_IMAGE", cls.pytorch_init_image).read(env),
+            pytorch_init_max_tries=PositiveInt(
+                "TRAINOP_PYTORCH_INIT_MAX_TRIES", cls.pytorch_init_max_tries
+            ).read(env),
+            mpi_kubectl_delivery_image=Text(
                 "TRAINOP_MPI_KUBECTL_DELIVERY_IMAGE", cls.mpi_kubectl_delivery_image
-            ),
-            gang_scheduler=env.get("TRAINOP_GANG_SCHEDULER", ""),
+            ).read(env),
+            gang_scheduler=Text("TRAINOP_GANG_SCHEDULER", "").read(env),
         )

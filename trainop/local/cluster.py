@@ -20,7 +20,7 @@ from trainop.jsontypes import Json
 from trainop.local.containers import ContainerPlan, PodSite, plan_pod
 from trainop.local.devices import Allocator, Inventory, requested, visibility_env, with_env
 from trainop.local.errors import template_path
-from trainop.local.kubelet import Event, LocalPod
+from trainop.local.kubelet import LocalPod, RunEvent
 from trainop.local.paths import inside, write_file
 from trainop.local.sandbox import Sandbox
 from trainop.local.volumes import DEFAULT_MODE, ConfigMapNotReady, local_dirs, materialize, write_config_map
@@ -86,10 +86,10 @@ class LocalCluster:
         return {**self.given_config_maps, **self.objects.get("ConfigMap.v1", {})}
 
     # ---- apply --------------------------------------------------------------------------------------
-    def apply(self, desired: list[Json], now: float) -> list[Event]:
+    def apply(self, desired: list[Json], now: float) -> list[RunEvent]:
         """Make the local children what the hook asked for. Raises NotRunnableLocally before starting
         anything if a new pod cannot run here."""
-        events: list[Event] = []
+        events: list[RunEvent] = []
         others = [o for o in desired if child_key(o) != POD_KEY]
         changed_maps = self._apply_objects(others)
         wanted = {str(p["metadata"]["name"]): p for p in desired if child_key(p) == POD_KEY}
@@ -112,23 +112,23 @@ class LocalCluster:
             init, main = plans[name] if visible is pod else self._plan(visible)
             env = self.sandbox.environment(name, self._own(pod, "home"))
             self.pods[name] = LocalPod(visible, init, main, self.logs_dir, env, self.sandbox.enter)
-            events.append(Event(name, "", "created"))
+            events.append(RunEvent(name, "", "created"))
         for name in [n for n in self.pods if n not in wanted]:
             gone = self.pods.pop(name)
             gone.delete(self.grace, now)
             self.terminating[name] = gone
-            events.append(Event(name, "", "deleted"))
+            events.append(RunEvent(name, "", "deleted"))
         if changed_maps:
             self._refresh_volumes(changed_maps)
         return events
 
-    def _unschedulable(self, pod: Json, reason: str) -> list[Event]:
+    def _unschedulable(self, pod: Json, reason: str) -> list[RunEvent]:
         name = str(pod["metadata"]["name"])
         known = self.unscheduled.get(name)
         if known is not None and known.reason == reason:
             return []
         self.unscheduled[name] = UnscheduledPod(pod, reason, known.uid if known else str(uuid.uuid4()))
-        return [Event(name, "", f"Pending: {reason}")]
+        return [RunEvent(name, "", f"Pending: {reason}")]
 
     def _plan(self, pod: Json) -> tuple[list[ContainerPlan], list[ContainerPlan]]:
         site = PodSite(base_dir=self.base_dir, volumes=self._dirs(pod))
@@ -186,8 +186,8 @@ class LocalCluster:
                     write_config_map(source, self.config_maps(), target, f"{path}.volumes[{i}].configMap")
 
     # ---- kubelet ------------------------------------------------------------------------------------
-    def step(self, now: float) -> list[Event]:
-        events: list[Event] = []
+    def step(self, now: float) -> list[RunEvent]:
+        events: list[RunEvent] = []
         for pod in [*self.pods.values(), *self.terminating.values()]:
             events += pod.step(now)
         for name in [n for n, p in self.terminating.items() if p.gone()]:

@@ -89,7 +89,7 @@ class Container:
 
 
 @dataclass
-class Event:
+class RunEvent:
     """Something a person watching the run wants to see: a start, an exit, a restart, a phase."""
 
     pod: str
@@ -140,9 +140,9 @@ class LocalPod:
         return self.init + self.main
 
     # ---- kubelet ------------------------------------------------------------------------------------
-    def step(self, now: float) -> list[Event]:
+    def step(self, now: float) -> list[RunEvent]:
         """Advance the pod by what its processes did since the last step; `now` is monotonic time."""
-        events: list[Event] = []
+        events: list[RunEvent] = []
         if self.deleted_at is not None:
             for c in self.containers():
                 if c.process:
@@ -168,7 +168,7 @@ class LocalPod:
         if self.phase in ("Succeeded", "Failed") and self.ended_mono is None:
             self.ended_mono = now
 
-    def _run_init(self, c: Container, now: float, events: list[Event]) -> None:
+    def _run_init(self, c: Container, now: float, events: list[RunEvent]) -> None:
         if c.process is None or c.restart_at is not None:
             self._start_when_due(c, now, events)
             return
@@ -177,7 +177,7 @@ class LocalPod:
         if exit is not None and exit.code != 0 and self.restart_policy != "Never":
             self._back_off(c, now, events)
 
-    def _run(self, c: Container, now: float, events: list[Event]) -> None:
+    def _run(self, c: Container, now: float, events: list[RunEvent]) -> None:
         if c.process is None or c.restart_at is not None:
             self._start_when_due(c, now, events)
             return
@@ -185,7 +185,7 @@ class LocalPod:
         if exit is not None and should_restart(self.restart_policy, exit.code):
             self._back_off(c, now, events)
 
-    def _start_when_due(self, c: Container, now: float, events: list[Event]) -> None:
+    def _start_when_due(self, c: Container, now: float, events: list[RunEvent]) -> None:
         if c.restart_at is not None and now < c.restart_at:
             return
         if c.restart_at is not None:
@@ -197,25 +197,25 @@ class LocalPod:
         c.process.start()
         if c.process.exit is not None:
             c.finished_at = c.started_at
-            events.append(Event(self.name, c.name, c.process.exit.message))
+            events.append(RunEvent(self.name, c.name, c.process.exit.message))
         else:
             what = "restarted" if c.restart_count else "started"
-            events.append(Event(self.name, c.name, f"{what} (pid {c.process.pid})"))
+            events.append(RunEvent(self.name, c.name, f"{what} (pid {c.process.pid})"))
 
-    def _reap(self, c: Container, events: list[Event]) -> Exit | None:
+    def _reap(self, c: Container, events: list[RunEvent]) -> Exit | None:
         if c.process is None or c.finished_at is not None:
             return None
         exit = c.process.poll()
         if exit is not None:
             c.finished_at = datetime.now(UTC)
-            events.append(Event(self.name, c.name, f"exited with code {exit.code}"))
+            events.append(RunEvent(self.name, c.name, f"exited with code {exit.code}"))
         return exit
 
-    def _back_off(self, c: Container, now: float, events: list[Event]) -> None:
+    def _back_off(self, c: Container, now: float, events: list[RunEvent]) -> None:
         delay = backoff(c.restart_count)
         c.restart_at = now + delay
         events.append(
-            Event(self.name, c.name, f"restarting in {delay:g}s (restartPolicy {self.restart_policy})")
+            RunEvent(self.name, c.name, f"restarting in {delay:g}s (restartPolicy {self.restart_policy})")
         )
 
     def _phase(self) -> str:

@@ -25,7 +25,7 @@ from trainop.local.cluster import LocalCluster
 from trainop.local.devices import Allocator, detect
 from trainop.local.display import Display, Row
 from trainop.local.errors import NotRunnableLocally
-from trainop.local.kubelet import Event, LocalPod
+from trainop.local.kubelet import LocalPod, RunEvent
 from trainop.local.logs import LogFollower, prefix, replica_name
 from trainop.local.manifest import Manifest
 from trainop.local.network import LoopbackNetwork
@@ -206,7 +206,7 @@ class LocalRun:
             time.sleep(0.05)
 
     # ---- what people see ----------------------------------------------------------------------------
-    def _show(self, events: list[Event]) -> None:
+    def _show(self, events: list[RunEvent]) -> None:
         for event in events:
             replica = replica_name(self.name, event.pod)
             who = replica if not event.container else f"{replica}/{event.container}"

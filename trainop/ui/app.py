@@ -3,7 +3,7 @@
 Pages are rendered on the server and work without JavaScript; htmx (vendored in static/) swaps the list
 when a filter changes and checks the wizard on every change; server-sent events update the list's cells
 and a job's page in place and follow logs. Each event stream holds a thread, so their number is bounded
-(`Settings.max_streams`) and each one ends after `stream_seconds` (the browser reconnects by itself).
+(`UiSettings.max_streams`) and each one ends after `stream_seconds` (the browser reconnects by itself).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,13 @@ from flask import Flask, Response, abort, g, redirect, render_template, request,
 from markupsafe import Markup
 from werkzeug.utils import secure_filename
 
+from trainop.envvalues import PositiveInt, Text
 from trainop.extensions import EXTENSIONS, owned
 from trainop.frameworks import KINDS, kind_info
 from trainop.jsontypes import Json
+from trainop.kubeclient import KUBECONFIG_ENV
 from trainop.local.logs import replica_name
+from trainop.serving import Deadlines
 from trainop.ui.auth import TOKEN_COOKIE, Authenticator, AuthSettings, Unauthenticated, csrf_ok, csrf_token
 from trainop.ui.links import Link
 from trainop.ui.scheduling import why_pending
@@ -54,6 +57,8 @@ TENSORBOARD_URL = "/tensorboard/${metadata.namespace}/${metadata.name}/"
 STREAM_PREFIX = "/stream/"
 # What a browser holds of a followed log; older lines are dropped as new ones come (static/ui.js too).
 LOG_LINES = 2000
+MAX_CONNECTIONS = PositiveInt("TRAINOP_UI_MAX_CONNECTIONS", 256)
+KUBECONFIG = Text(KUBECONFIG_ENV, "")
 CSP = "; ".join(
     (
         "default-src 'self'",
@@ -65,7 +70,10 @@ CSP = "; ".join(
 
 
 @dataclass(frozen=True)
-class Settings:
+class UiSettings:
+    """The UI server's one settings object: its options (trainop.ui.cli), and with --cluster the serving
+    limits and kubeconfig read from the environment once at start-up (`with_env`)."""
+
     writable: bool = False  # read-only unless the UI's operator allows writes
     auth: AuthSettings = field(default_factory=AuthSettings)
     links: tuple[Link, ...] = ()
@@ -78,6 +86,22 @@ class Settings:
     # The default is the path prefix the TensorBoard serves under, on the UI's own host: for an Ingress
     # in front of both that routes /tensorboard/ to the jobs' TensorBoard Services.
     tensorboard_url: str = TENSORBOARD_URL
+    # gunicorn's (trainop/ui/gunicorn_conf.py): TRAINOP_UI_{HANDSHAKE,HEADER,BODY,RESPONSE}_TIMEOUT and
+    # TRAINOP_UI_MAX_CONNECTIONS, open connections (at the cap the oldest one still sending its request,
+    # else the oldest idle one, is closed for each new one).
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    max_connections: int = MAX_CONNECTIONS.default
+    # The cluster's kubeconfig (TRAINOP_KUBECONFIG) instead of the pod's ServiceAccount; "" for that.
+    kubeconfig: str = ""
+
+    def with_env(self, environ: Mapping[str, str]) -> UiSettings:
+        """These settings with the values the environment sets (SettingError names a malformed one)."""
+        return replace(
+            self,
+            deadlines=Deadlines.from_env("TRAINOP_UI", environ),
+            max_connections=MAX_CONNECTIONS.read(environ),
+            kubeconfig=KUBECONFIG.read(environ),
+        )
 
 
 @dataclass(frozen=True)
@@ -110,7 +134,7 @@ def age(seconds: float | None) -> str:
     return f"{seconds}s"
 
 
-def create_app(source: Source, settings: Settings, authenticator: Authenticator | None = None) -> Flask:
+def create_app(source: Source, settings: UiSettings, authenticator: Authenticator | None = None) -> Flask:
     app = Flask(__name__, static_folder=str(HERE / "static"), template_folder=str(HERE / "templates"))
     app.secret_key = secrets.token_bytes(32)
     app.config.update(SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_HTTPONLY=True)

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
 from werkzeug.serving import ThreadedWSGIServer
 
-from trainop.kubeclient import from_env
+from trainop.kubeclient import connect
 from trainop.local.fetch import is_loopback_host
-from trainop.ui.app import TENSORBOARD_URL, Settings, create_app
+from trainop.ui.app import TENSORBOARD_URL, UiSettings, create_app
 from trainop.ui.auth import MODES, AuthSettings
 from trainop.ui.cluster import cluster_source
 from trainop.ui.links import load_links
@@ -67,7 +69,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--links", type=Path, metavar="FILE", help="a YAML list of links: name, scope, url")
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> UiSettings:
+    """The UI server's settings: its options, and the environment's (trainop.ui.app.UiSettings.with_env)."""
     auth = AuthSettings(
         getattr(args, "auth", "none"),
         getattr(args, "user_header", "X-Forwarded-User"),
@@ -85,7 +88,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
             f"--tensorboard-url {tensorboard}: an http(s) URL or a path, e.g. "
             "https://tensorboard.example/${metadata.namespace}/${metadata.name}/, or '' for no link"
         )
-    return Settings(writable=args.writable, auth=auth, links=links, tensorboard_url=tensorboard)
+    options = UiSettings(writable=args.writable, auth=auth, links=links, tensorboard_url=tensorboard)
+    return options.with_env(environ)
 
 
 class BoundedServer(ThreadedWSGIServer):
@@ -131,7 +135,7 @@ def url_of(server: BoundedServer) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        settings = settings_from(args)
+        settings = settings_from(args, os.environ)
         if args.cluster:
             return _serve_cluster(args, settings)
         app = create_app(Runs(args.runs), settings)
@@ -149,19 +153,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_cluster(args: argparse.Namespace, settings: Settings) -> int:
+def _serve_cluster(args: argparse.Namespace, settings: UiSettings) -> int:
     """With gunicorn, as in the chart's Deployment: the bounds a UI that serves many users needs."""
-    from_env()  # no credentials: say so here, not from a worker that fails to boot
+    connect(settings.kubeconfig)  # no credentials: say so here, not from a worker that fails to boot
 
     def make_app() -> Flask:
         source, authenticator = cluster_source(settings)
         return create_app(source, settings, authenticator)
 
     return serve_forever(
-        make_app, args.host, args.port, lambda url: _say_serving("the cluster", url, settings)
+        make_app, settings, args.host, args.port, lambda url: _say_serving("the cluster", url, settings)
     )
 
 
-def _say_serving(where: str, url: str, settings: Settings) -> None:
+def _say_serving(where: str, url: str, settings: UiSettings) -> None:
     mode = "writable" if settings.writable else "read-only"
     print(f"trainop ui: serving {where} at {url} ({mode})", flush=True)

@@ -21,13 +21,13 @@ from dataclasses import replace
 
 from trainop.frameworks import KINDS, kind_info
 from trainop.jsontypes import Json
-from trainop.kubeclient import ApiError, KubeClient, from_env
+from trainop.kubeclient import ApiError, KubeClient, connect
 from trainop.local.logs import prefix
-from trainop.ui.app import Settings
+from trainop.ui.app import UiSettings
 from trainop.ui.auth import Authenticator
 from trainop.ui.runs import check
 from trainop.ui.scheduling import Discovery, Gate, gates, waiting
-from trainop.ui.source import Container, Detail, Event, Invalid, NotAllowed, User
+from trainop.ui.source import Container, Detail, EventRow, Invalid, NotAllowed, User
 from trainop.ui.summary import Summary, summarize
 
 GROUP = "kubeflow.org/v1"
@@ -352,7 +352,7 @@ def field_errors(message: str) -> list[tuple[str, str]]:
     return [(path, detail) for path, detail in found]
 
 
-def _event(e: Json) -> Event:
+def _event(e: Json) -> EventRow:
     """A core Event, or one written through events.k8s.io (as kube-scheduler does): that kind keeps its
     repeats in `series` and its time in microseconds, shown to the second like the others."""
     involved = e.get("involvedObject") or {}
@@ -364,7 +364,7 @@ def _event(e: Json) -> Event:
         or (e.get("metadata") or {}).get("creationTimestamp")
         or ""
     )
-    return Event(
+    return EventRow(
         time=re.sub(r"\.\d+(?=Z$)", "", when),
         type=str(e.get("type") or ""),
         reason=str(e.get("reason") or ""),
@@ -393,8 +393,8 @@ def _pump(
             out.put(None, timeout=5)
 
 
-def cluster_source(settings: Settings) -> tuple[Cluster, Authenticator | None]:
-    client = from_env()
+def cluster_source(settings: UiSettings) -> tuple[Cluster, Authenticator | None]:
+    client = connect(settings.kubeconfig)
     source = Cluster(client)
     source.start()
     review = None

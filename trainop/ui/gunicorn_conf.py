@@ -6,14 +6,15 @@ all of it again), the secret the CSRF tokens are bound to, and the bound on open
 The worker is the hooks' and webhooks' gthread worker with deadlines (trainop.serving), which gives a
 connection a thread only once its request has arrived, so a client that trickles its request costs a file
 descriptor, not a thread. An event stream holds its thread for as long as it is open, so there are
-`Settings.max_streams` threads for streams (the app answers 503 to one more) and `PAGE_THREADS` more for
+`UiSettings.max_streams` threads for streams (the app answers 503 to one more) and `PAGE_THREADS` more for
 pages, which streams can never take. A stream is exempt from the answer deadline (a page's answer must
 be written within TRAINOP_UI_RESPONSE_TIMEOUT) for the stream's own lifetime, after which the app ends it
 and the browser reconnects.
 
 Variables: TRAINOP_UI_{HANDSHAKE,HEADER,BODY,RESPONSE}_TIMEOUT (seconds) and TRAINOP_UI_MAX_CONNECTIONS
 (open connections; at the cap the oldest one still sending its request, else the oldest idle one, is
-closed for each new one), as for the hooks (docs/ui.md).
+closed for each new one), as for the hooks (docs/ui.md); `trainop ui` reads them once, into
+trainop.ui.app.UiSettings, before gunicorn starts.
 """
 
 from __future__ import annotations
@@ -22,18 +23,16 @@ import os
 import time
 from typing import Any
 
-from trainop.envvalues import positive_int_env
-from trainop.serving import Deadlines, DeadlineWorker
-from trainop.ui.app import STREAM_PREFIX, Settings
+from trainop.serving import DeadlineWorker
+from trainop.ui.app import STREAM_PREFIX, UiSettings
 
 PAGE_THREADS = 16
-MAX_CONNECTIONS = 256
 
 
 class StreamingWorker(DeadlineWorker):
     """The deadline worker, with an event stream's answer allowed to last as long as the stream does."""
 
-    stream_seconds = Settings.stream_seconds
+    stream_seconds = UiSettings.stream_seconds
 
     def handle_request(self, req: Any, conn: Any) -> Any:
         if req.path.startswith(STREAM_PREFIX):
@@ -44,14 +43,14 @@ class StreamingWorker(DeadlineWorker):
         return super().handle_request(req, conn)
 
 
-def settings(max_streams: int = Settings.max_streams) -> dict[str, Any]:
-    """gunicorn's settings by name, read from the environment now (a malformed value raises ValueError)."""
-    deadlines = Deadlines.from_env("TRAINOP_UI")
+def settings(ui: UiSettings) -> dict[str, Any]:
+    """gunicorn's settings by name, from the UI server's settings."""
+    worker = {"deadlines": ui.deadlines, "stream_seconds": ui.stream_seconds}
     return {
-        "worker_class": type("StreamingWorker", (StreamingWorker,), {"deadlines": deadlines}),
+        "worker_class": type("StreamingWorker", (StreamingWorker,), worker),
         "workers": 1,
-        "threads": max_streams + PAGE_THREADS,
-        "worker_connections": positive_int_env("TRAINOP_UI_MAX_CONNECTIONS", MAX_CONNECTIONS),
+        "threads": ui.max_streams + PAGE_THREADS,
+        "worker_connections": ui.max_connections,
         # Browsers keep a connection for the next request of a page (its script, style, streams).
         "keepalive": 15,
         "timeout": 30,

@@ -25,7 +25,7 @@ from trainop.extensions import EXTENSIONS
 from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
 from trainop.local.record import MERGED_LOG, RUN_FILE
-from trainop.ui.source import Container, Detail, Event, Invalid, NotAllowed, User
+from trainop.ui.source import Container, Detail, EventRow, Invalid, NotAllowed, User
 from trainop.ui.summary import Summary, summarize
 
 # Read at most this much of a log's end for its first lines: a long run's log can be gigabytes.
@@ -104,7 +104,7 @@ class Runs:
         job = record["job"]
         pods = [p for p in record.get("pods") or [] if isinstance(p, dict)]
         events = [
-            Event(str(e.get("time") or ""), "Normal", "", str(e.get("message") or ""))
+            EventRow(str(e.get("time") or ""), "Normal", "", str(e.get("message") or ""))
             for e in record.get("events") or []
             if isinstance(e, dict)
         ]

@@ -31,8 +31,8 @@ SCHEDULING_REASONS = ("FailedScheduling", "Unschedulable")
 DISCOVERY_SECONDS = 60.0
 
 
-class Event(Protocol):
-    """What is read of an Event (trainop/ui/source.py's, which holds a Gate and so is not imported)."""
+class SchedulingEvent(Protocol):
+    """What is read of an Event (trainop.ui.source.EventRow, which holds a Gate and so is not imported)."""
 
     @property
     def object(self) -> str: ...  # `<Kind>/<name>`
@@ -192,7 +192,7 @@ def _workload(obj: Json) -> Gate:
     return Gate("Workload", WORKLOAD_API, name, state, conditions, facts)
 
 
-def why_pending(pod: Json, events: Sequence[Event]) -> list[str]:
+def why_pending(pod: Json, events: Sequence[SchedulingEvent]) -> list[str]:
     """What a Pending pod says about why it waits: its unmet conditions (the scheduler's latest word),
     its containers' waiting reasons, and the scheduling Events about it, each text once: the
     scheduler repeats the same message in the condition and in an Event per attempt."""

@@ -17,6 +17,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 
 from trainop.ui import gunicorn_conf
+from trainop.ui.app import UiSettings
 
 
 def bind_of(host: str, port: int) -> str:
@@ -25,12 +26,17 @@ def bind_of(host: str, port: int) -> str:
 
 class Server(BaseApplication):  # type: ignore[misc]
     def __init__(
-        self, make_app: Callable[[], Flask], host: str, port: int, ready: Callable[[str], None]
+        self,
+        make_app: Callable[[], Flask],
+        settings: UiSettings,
+        host: str,
+        port: int,
+        ready: Callable[[str], None],
     ) -> None:
         self.make_app = make_app
         self.bind = bind_of(host, port)
         self.ready = ready
-        self.options = gunicorn_conf.settings()
+        self.options = gunicorn_conf.settings(settings)
         super().__init__()
 
     def load_config(self) -> None:
@@ -49,10 +55,12 @@ class Server(BaseApplication):  # type: ignore[misc]
         return self.make_app()
 
 
-def serve_forever(make_app: Callable[[], Flask], host: str, port: int, ready: Callable[[str], None]) -> int:
+def serve_forever(
+    make_app: Callable[[], Flask], settings: UiSettings, host: str, port: int, ready: Callable[[str], None]
+) -> int:
     """Run gunicorn in this process until it is told to stop (SIGINT, SIGTERM); its exit status."""
     try:
-        Server(make_app, host, port, ready).run()
+        Server(make_app, settings, host, port, ready).run()
     except SystemExit as exc:
         return int(exc.code or 0)
     sys.stdout.flush()

@@ -23,7 +23,9 @@ class User:
 
 
 @dataclass(frozen=True)
-class Event:
+class EventRow:
+    """A Kubernetes Event (or a local run's event) as a row of a job's page."""
+
     time: str
     type: str  # Normal or Warning
     reason: str
@@ -43,7 +45,7 @@ class Detail:
     summary: Summary
     job: Json
     pods: list[Json]
-    events: list[Event]
+    events: list[EventRow]
     containers: list[Container]  # whose logs can be read, in pod order
     live: bool  # whether it can still change (logs followed, the page updated)
     notes: list[str] = field(default_factory=list)  # what a reader should know about where this came from
