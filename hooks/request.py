@@ -34,10 +34,7 @@ def parse(body: Any) -> HookRequest:
     meta = parent.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise BadRequest("parent.metadata.name must be a non-empty string")
-    for key in ("labels", "annotations"):
-        if meta.get(key) is not None and not _strings(meta[key]):
-            raise BadRequest(f"parent.metadata.{key} must map strings to strings")
-    problem = _templates_problem(parent)
+    problem = _string_maps_problem(meta, "parent.metadata") or _templates_problem(parent)
     if problem:
         raise BadRequest(problem)
     raw_children = body.get("children") or {}
@@ -135,9 +132,10 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-# Fields the hook reads from observed children, with the JSON type the apiserver always gives them.
-_OBJECT_FIELDS = (("metadata", "labels"), ("metadata", "annotations"), ("spec",), ("status",))
-_LIST_FIELDS = (
+# Fields the hook reads from observed children, with the JSON type the apiserver always gives them
+# (labels and annotations are checked down to their values, by _string_maps_problem).
+_OBJECT_FIELDS: tuple[tuple[str, ...], ...] = (("spec",), ("status",))
+_LIST_FIELDS: tuple[tuple[str, ...], ...] = (
     ("metadata", "ownerReferences"),
     ("status", "containerStatuses"),
     ("status", "initContainerStatuses"),
@@ -149,6 +147,9 @@ def _child_shape_problem(obj: Json) -> str | None:
     for key in ("apiVersion", "kind"):
         if obj.get(key) is not None and not isinstance(obj[key], str):
             return f"{key} must be a string"
+    problem = _string_maps_problem(obj["metadata"], "metadata")
+    if problem:
+        return problem
     for path in _OBJECT_FIELDS:
         value = dig(obj, *path)
         if value is not None and not isinstance(value, dict):
@@ -180,8 +181,22 @@ def _objects(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, dict) for item in value)
 
 
-def _strings(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+def _string_maps_problem(meta: Json, where: str) -> str | None:
+    """Why the labels or annotations of `meta` are not a map of strings to strings, or None.
+
+    The apiserver stores no other shape, and the sync uses label values as strings and as dict keys (a
+    pod's replica type, its index): a list there made deriving a job's pod events fail with a 500.
+    The first offending value is named, so that the 400 says which one to look at."""
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"{where}.{key} must map strings to strings"
+        for name, item in value.items():
+            if not isinstance(item, str):
+                return f"{where}.{key}[{name!r}] must be a string"
+    return None
 
 
 def _templates_problem(parent: Json) -> str | None:
@@ -209,9 +224,9 @@ def _template_problem(template: Json) -> str | None:
     if meta is not None:
         if not isinstance(meta, dict):
             return "metadata must be an object"
-        for key in ("labels", "annotations"):
-            if meta.get(key) is not None and not _strings(meta[key]):
-                return f"metadata.{key} must map strings to strings"
+        problem = _string_maps_problem(meta, "metadata")
+        if problem:
+            return problem
     pod = template.get("spec")
     if not isinstance(pod, dict):
         return None  # validation reports it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from typing import Any
 
@@ -49,13 +50,20 @@ def with_run_policy(obj: Json, **fields: Any) -> Json:
     return out
 
 
+def review_uid(obj: Json, operation: str, old: Json | None) -> str:
+    """A uid that is a function of what is reviewed: the fuzz suites build their seeds from reviews, and a
+    random uid would make every process draw different examples (tests/test_fuzz_determinism.py)."""
+    text = json.dumps([obj, operation, old], sort_keys=True, default=repr)
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, text))
+
+
 def admission_review(obj: Json, operation: str = "CREATE", old: Json | None = None) -> Json:
     info = kind_info(obj["kind"])
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
-            "uid": str(uuid.uuid4()),
+            "uid": review_uid(obj, operation, old),
             "kind": {"group": "kubeflow.org", "version": "v1", "kind": info.kind},
             "resource": {"group": "kubeflow.org", "version": "v1", "resource": info.plural},
             "name": obj.get("metadata", {}).get("name"),

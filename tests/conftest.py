@@ -24,6 +24,8 @@ tier's fixtures fail (never skip) when a binary is missing, which is right once 
 
 Hypothesis. Every run loads the ``repeatable`` profile unless ``--hypothesis-profile explore`` names the
 other (tests/fuzzing.py says what each is for): the same commit draws the same examples on any machine.
+Under ``repeatable`` the pool of literals hypothesis lifts from the imported modules' source is kept empty,
+so that what else a run imports or collects cannot change a suite's examples either.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.internal.conjecture import providers
+from hypothesis.internal.constants_ast import Constants
 
 TESTS = Path(__file__).resolve().parent
 # Tier by path: a directory covers everything under it, a file only itself.
@@ -63,6 +67,39 @@ def register_profiles() -> None:
 
 
 register_profiles()
+
+
+def pin_the_constant_pool() -> None:
+    """Keep derandomized draws independent of what the process has imported.
+
+    Now and then (one draw in twenty) hypothesis's provider draws a literal from a pool it fills from
+    the source of every module in `sys.modules` outside site-packages, the standard library and test
+    folders, refilled whenever `sys.modules` grows. Under a fixed seed the examples were therefore a
+    function of what else the run had imported: a property passed alone and in a bare run but drew a
+    failing body once the UI's modules were imported first, so its verdict changed with the company
+    it ran in. The repeatable profile gets an empty pool (the built-in constants, the same in every
+    process, stay); explore keeps hypothesis's pool, since its draws are fresh anyway.
+    """
+    # Private to hypothesis: a version that renames it must fail here, not quietly bring the pool back.
+    collect = getattr(providers, "_get_local_constants", None)
+    if collect is None or not hasattr(providers, "CONSTANTS_CACHE"):
+        raise RuntimeError(
+            "this hypothesis no longer has providers._get_local_constants: pin its constant pool anew "
+            "(tests/conftest.py, pin_the_constant_pool) before upgrading"
+        )
+    empty = Constants()
+
+    def local_constants() -> Constants:
+        # The profile is loaded once per run, before any test draws, so the answer never changes mid-run
+        # and hypothesis's cache of permitted constants never mixes the two pools.
+        return empty if settings().derandomize else collect()
+
+    providers._get_local_constants = local_constants
+    # Nothing has drawn yet, but a cache filled from the old pool must not outlive it.
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
+pin_the_constant_pool()
 
 
 def tiers_of(item: pytest.Item) -> set[str]:

@@ -15,6 +15,21 @@ Two hypothesis profiles (tests/conftest.py registers them and loads ``repeatable
   too-slow health check. The same commit therefore draws the same examples and gives the same verdict on
   any machine and under any load, as long as hypothesis is the pinned version (pyproject.toml): a new
   version may draw other examples, so it is upgraded in a commit of its own that the gate judges.
+
+A fixed seed alone is not enough: the examples must also not depend on what else the process imported or
+collected (one file alone, `make fuzz`'s groups, the bare run's hundreds of modules). Three things keep
+them a function of the test:
+
+* Hypothesis now and then draws a literal lifted from the source of every imported module outside
+  site-packages, the standard library and test folders, so a property drew other examples once another
+  module had been imported. Under ``repeatable`` tests/conftest.py keeps that pool empty (and fails at
+  start-up if a hypothesis upgrade removes what it replaces); explore keeps it.
+* The seeds and every value a strategy samples are built from fixed data: no uuid4, clock or random
+  module (an AdmissionReview's uid is a hash of what it reviews), lists rather than sets, nothing filled
+  in by other modules' imports.
+* tests/test_fuzz_determinism.py draws a few examples of each hooks and webhooks property alone, after
+  importing every module of trainop, hooks and webhooks, and beside tests/ui, and fails unless the three
+  runs drew the same examples (tests/drawlog.py records them).
 * ``explore`` (`make explore`, never part of `make all` or CI): fresh random examples in rounds until a
   time budget runs out (`TRAINOP_EXPLORE_SECONDS`, 300 by default), with hypothesis's example database
   in `.hypothesis/` on, so a failure found once is replayed first by every later explore run on that

@@ -240,6 +240,38 @@ def test_a_name_whose_largest_pod_name_exceeds_63_characters_is_denied(client: F
     assert "use a name of at most 52 characters" in message
 
 
+def with_metadata(obj: Json, **fields: Json) -> Json:
+    out = copy.deepcopy(obj)
+    out["metadata"].update(fields)
+    return out
+
+
+def test_a_label_that_is_not_a_string_is_denied_naming_it(client: FlaskClient) -> None:
+    """The sync hook answers such a job with a 400 (tests/hooks/test_http.py), so it is never admitted."""
+    raw = with_metadata(VALID["JAXJob"], labels={"training.kubeflow.org/replica-type": ["Worker"]})
+    field = "metadata.labels[training.kubeflow.org/replica-type]"
+    assert denial(client, raw) == f"{field}: Invalid value: ['Worker']: label values are strings"
+
+
+def test_an_annotation_that_is_not_a_string_is_denied_naming_it(client: FlaskClient) -> None:
+    raw = with_metadata(VALID["JAXJob"], annotations={"note": None})
+    assert (
+        denial(client, raw)
+        == "metadata.annotations[note]: Invalid value: None: annotation values are strings"
+    )
+
+
+def test_labels_that_are_not_an_object_are_denied(client: FlaskClient) -> None:
+    raw = with_metadata(VALID["JAXJob"], labels=["team"])
+    assert denial(client, raw) == "metadata.labels: Invalid value: ['team']: must map strings to strings"
+
+
+def test_a_metadata_only_update_to_a_list_valued_label_is_denied(client: FlaskClient) -> None:
+    old = VALID["JAXJob"]
+    message = denial(client, with_metadata(old, labels={"team": ["a"]}), "UPDATE", old)
+    assert message == "metadata.labels[team]: Invalid value: ['a']: label values are strings"
+
+
 def test_mpijob_name_leaves_room_for_the_launcher_and_config_children(client: FlaskClient) -> None:
     name = "m" * 55  # "<name>-launcher" is 64 characters
     message = denial(client, job("MPIJob", name=name, Launcher=1, Worker=1))

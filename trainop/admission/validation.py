@@ -22,7 +22,7 @@ from trainop.api.devices import check_resource_claims
 from trainop.api.jsonpath import dig
 from trainop.api.kinds import KindInfo
 from trainop.extensions import Resolved, ours, resolve
-from trainop.extensions.base import Draft
+from trainop.extensions.base import PREFIX, Draft
 from trainop.frameworks import FRAMEWORKS, KINDS
 from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
@@ -53,6 +53,8 @@ def validate(job: Json, old: Json | None = None, extensions: Resolved | None = N
     """Validate `job` (CREATE), or the transition `old` -> `job` (UPDATE); `extensions` is what admission
     resolved for `job` (resolved here when a caller validates a job it did not admit)."""
     result = Result()
+    # Before the metadata-only shortcut: a label that is not a string is wrong on any update.
+    _check_string_maps(job, result)
     if (
         old is not None
         and dig(old, "spec") == dig(job, "spec")
@@ -337,6 +339,37 @@ def _check_name(info: KindInfo, job: Json, replicas: Json, result: Result) -> No
             f'Invalid value: "{name}": the child name "{longest}" would be {len(longest)} characters, '
             f"over the {DNS_LABEL_MAX}-character DNS label limit; use a name of at most {allowed} characters",
         )
+
+
+def _check_string_maps(job: Json, result: Result) -> None:
+    """Labels and annotations map strings to strings, the only shape the apiserver stores.
+
+    A job from the apiserver has no other, so what this finds comes from a hand-made review or a
+    `trainop run` file. Denied here, such a job never reaches the sync hook, which would answer every
+    sync of it with a 400 (hooks/request.py) and could never bring it up."""
+    meta = job.get("metadata")
+    if not isinstance(meta, dict):
+        return  # _check_name reports it
+    for key, singular in (("labels", "label"), ("annotations", "annotation")):
+        values = meta.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            result.error(f"metadata.{key}", f"Invalid value: {_short(values)}: must map strings to strings")
+            continue
+        for name, value in values.items():
+            # The extensions report their own annotations (trainop.extensions.Resolved.validate).
+            if not isinstance(value, str) and not (key == "annotations" and str(name).startswith(PREFIX)):
+                result.error(
+                    f"metadata.{key}[{name}]",
+                    f"Invalid value: {_short(value)}: {singular} values are strings",
+                )
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """A value's repr cut to `limit` characters: a hostile one may be megabytes."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_run_policy(run_policy: Json, result: Result) -> None:
