@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from trainop import extensions
 from trainop.envvalues import ByteSize, Text, at_start_up
 from trainop.job.settings import Settings
 from trainop.kubeclient import KUBECONFIG_ENV
@@ -55,6 +56,7 @@ class HookSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> HookSettings:
+        extensions.check_settings(environ)
         return cls(
             sync=Settings.from_env(environ),
             limits=HookLimits(

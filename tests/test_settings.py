@@ -242,6 +242,36 @@ def test_the_ui_settings_take_the_environment_over_their_options() -> None:
 # ------------------------------------------------------------------------------------- start-up, for real
 
 
+# The extensions' cluster settings: both servers read them, so a bad one stops either.
+BAD_EXTENSION_SETTINGS = [
+    ("TRAINOP_DEFAULT_LOG_FORMAT", "xml"),
+    ("TRAINOP_DEFAULT_PARAMETER_SERVER", "yes"),
+    ("TRAINOP_PLACEMENT_DEFAULTS", "PS=scatter"),
+    ("TRAINOP_TENSORBOARD_KEEP_AFTER", "1 week"),
+    ("TRAINOP_ACCELERATOR_PROFILES", "/nonexistent/profiles.yaml"),
+]
+
+
+@pytest.mark.parametrize("settings", [HookSettings, WebhookSettings])
+@pytest.mark.parametrize(("name", "raw"), BAD_EXTENSION_SETTINGS)
+def test_a_bad_extension_setting_is_named_by_both_servers(
+    settings: type[HookSettings] | type[WebhookSettings], name: str, raw: str
+) -> None:
+    with pytest.raises(SettingError, match=rf"^{name}: expected .*, got '{raw}'$"):
+        settings.from_env({name: raw})
+
+
+def test_the_extensions_default_settings_start_both_servers() -> None:
+    good = {
+        "TRAINOP_DEFAULT_LOG_FORMAT": "json",
+        "TRAINOP_DEFAULT_PARAMETER_SERVER": "true",
+        "TRAINOP_PLACEMENT_DEFAULTS": "PS=spread,Worker=pack-preferred:topology.kubernetes.io/zone",
+        "TRAINOP_TENSORBOARD_KEEP_AFTER": "24h",
+    }
+    assert HookSettings.from_env(good) == HookSettings.from_env({})
+    assert WebhookSettings.from_env(good) == WebhookSettings.from_env({})
+
+
 def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(REPO), **env}
     for name in ("TRAINOP_KUBECONFIG", "TRAINOP_TLS_CERT_FILE", "TRAINOP_TLS_KEY_FILE"):
@@ -256,6 +286,8 @@ def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
         ("hooks", "TRAINOP_HOOK_MAX_BODY_BYTES", "lots"),
         ("webhooks", "TRAINOP_WEBHOOK_WORKERS", "0"),
         ("webhooks", "TRAINOP_WEBHOOK_MAX_INFLIGHT_BYTES", "-1"),
+        ("hooks", "TRAINOP_PLACEMENT_DEFAULTS", "Worker=spread:"),
+        ("webhooks", "TRAINOP_DEFAULT_LOG_FORMAT", "yaml"),
     ],
 )
 def test_a_bad_value_stops_the_server_at_start_up_naming_the_variable(

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from trainop import extensions
 from trainop.envvalues import ByteSize, OneOf, SettingError, Text, at_start_up
 from trainop.metrics import MetricsPort
 from trainop.serving import Listener
@@ -73,6 +74,7 @@ class WebhookSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> WebhookSettings:
+        extensions.check_settings(environ)
         return cls(
             limits=WebhookLimits.from_env(environ),
             listener=Listener.from_env(PREFIX, environ, bind="0.0.0.0:9443", workers=2, threads=16),

@@ -150,6 +150,12 @@ def _refusal(key: str, value: Any, owned: bool) -> str:
     return f"Invalid value: {value!r}: annotation values are strings"
 
 
+def check_settings(environ: Mapping[str, str]) -> None:
+    """Raise SettingError for the first malformed cluster setting of any extension (server start-up)."""
+    for ext in EXTENSIONS:
+        ext.check_settings(environ)
+
+
 def child_types() -> tuple[ChildType, ...]:
     """The child types of every extension, once each, in registry order."""
     seen: list[ChildType] = []

@@ -29,6 +29,7 @@ import yaml
 from trainop.api import devices, quantity
 from trainop.api.checks import Result, quote_all
 from trainop.api.kinds import KindInfo
+from trainop.envvalues import SettingError
 from trainop.extensions.base import (
     PREFIX,
     AnnotationDoc,
@@ -302,6 +303,11 @@ class Accelerators(Extension):
             example=f'{ANNOTATION}.{next(iter(KINDS.values())).worker_type}: "nvidia-gke-l4:2"',
         ),
     )
+
+    def check_settings(self, environ: Mapping[str, str]) -> None:
+        error = catalogue(environ).error
+        if error is not None:
+            raise SettingError(PROFILES_ENV, f"a readable profiles file ({error})", environ.get(PROFILES_ENV))
 
     def owns(self, key: str) -> bool:
         return owns_family(key, ANNOTATION)

@@ -228,6 +228,12 @@ class Extension(Faces, ABC):
     def owns(self, key: str) -> bool:
         """Whether this extension reads the annotation `key` (a full key under PREFIX)."""
 
+    def check_settings(self, environ: Mapping[str, str]) -> None:
+        """Raise SettingError naming the variable when one of this extension's cluster settings in
+        `environ` is malformed: the servers call it at start-up, so such a setting stops them there
+        instead of refusing every job that meets it. None by default."""
+        return None
+
     def applies_without_annotations(self) -> bool:
         """Whether `default` and `validate` run on a job that has none of this extension's annotations
         (a cluster default configured for every job). Off unless an extension has such a default."""

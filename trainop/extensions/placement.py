@@ -34,6 +34,7 @@ from typing import Final
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME, LABEL_OPERATOR_NAME, LABEL_REPLICA_TYPE
 from trainop.api.kinds import KindInfo
+from trainop.envvalues import SettingError
 from trainop.extensions.base import (
     PREFIX,
     AnnotationDoc,
@@ -175,6 +176,14 @@ class Placement(Extension):
 
     def __init__(self, env: Mapping[str, str] = os.environ) -> None:
         self._env = env
+
+    def check_settings(self, environ: Mapping[str, str]) -> None:
+        raw = environ.get(DEFAULTS_ENV, "")
+        try:
+            parse_defaults(raw)
+        except ValueError as e:
+            expects = f"<ReplicaType>=<placement>[,...] ({str(e).removeprefix(DEFAULTS_ENV + ': ')})"
+            raise SettingError(DEFAULTS_ENV, expects, raw) from None
 
     def owns(self, key: str) -> bool:
         return owns_family(key, ANNOTATION)

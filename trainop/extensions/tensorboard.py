@@ -39,6 +39,7 @@ from typing import Any, Final
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
 from trainop.api.kinds import ChildType
+from trainop.envvalues import SettingError
 from trainop.extensions.base import (
     COMPONENT_LABEL,
     PREFIX,
@@ -193,6 +194,11 @@ class TensorBoard(Extension):
 
     def __init__(self, env: Mapping[str, str] = os.environ) -> None:
         self._env = env
+
+    def check_settings(self, environ: Mapping[str, str]) -> None:
+        keep = environ.get(KEEP_AFTER_ENV) or DEFAULT_KEEP_AFTER
+        if parse_duration(keep) is None:
+            raise SettingError(KEEP_AFTER_ENV, 'a whole number with s, m, h or d, e.g. "24h"', keep)
 
     def owns(self, key: str) -> bool:
         return key in KEYS

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from trainop.api.checks import Result
+from trainop.api.checks import Result, quote_all
 from trainop.api.constants import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from trainop.api.kinds import ChildType
+from trainop.envvalues import SettingError
 from trainop.extensions.base import Addons, AnnotationDoc, Draft, Extension, JobState, ShippedFile
 from trainop.extensions.faces import ChartValue, RunOption
 from trainop.extensions.jsonlogs import extension as annotation
@@ -117,6 +118,14 @@ class JsonLogs(Extension):
         return (
             annotation.configured_default() if self._env is None else annotation.configured_default(self._env)
         )
+
+    def check_settings(self, environ: Mapping[str, str]) -> None:
+        try:
+            annotation.configured_default(environ)
+        except ValueError:
+            raise SettingError(
+                annotation.DEFAULT_ENV, quote_all(annotation.FORMATS), environ.get(annotation.DEFAULT_ENV)
+            ) from None
 
     def owns(self, key: str) -> bool:
         return key == annotation.ANNOTATION

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from trainop.api.checks import Result
 from trainop.api.kinds import ChildType, KindInfo
+from trainop.envvalues import SettingError
 from trainop.extensions.base import (
     PREFIX,
     Addons,
@@ -226,6 +227,12 @@ class DefaultServer(Extension):
 
     def __init__(self, env: Mapping[str, str] = os.environ) -> None:
         self._env = env
+
+    def check_settings(self, environ: Mapping[str, str]) -> None:
+        try:
+            configured_default(environ)
+        except ValueError:
+            raise SettingError(DEFAULT_ENV, "true or false", environ.get(DEFAULT_ENV)) from None
 
     def owns(self, key: str) -> bool:
         return owns_family(key, ANNOTATION)
