@@ -7,7 +7,7 @@ that tier's build provides; every other test is hermetic (no cluster binary, no 
 marker         path or fixture                                 needs
 =============  ==============================================  ============================================
 e2e            tests/e2e/, the ``helm`` and ``kubectl``         kube-apiserver, etcd, kwok, Metacontroller,
-               fixtures of tests/api                           helm, kubectl (hack/build-control-plane.sh)
+               fixtures of tests/install                       helm, kubectl (hack/build-control-plane.sh)
 differential   tests/differential/test_differential.py         the e2e binaries and Kubeflow's operator
                                                                (hack/build-kubeflow.sh)
 node           tests/e2e_node/                                 root, kubelet, containerd (hack/build-node.sh)

@@ -18,8 +18,8 @@ TIER_PREFIXES = {
     "browser": "tests/ui_browser/",
 }
 # helm and kubectl come with the control plane's build: the tests that ask for them are e2e.
-HELM_TEST = "tests/api/test_manifests.py::test_helm_lint"
-KUBECTL_TEST = "tests/api/test_manifests.py::" + (
+HELM_TEST = "tests/install/test_manifests.py::test_helm_lint"
+KUBECTL_TEST = "tests/install/test_manifests.py::" + (
     "test_the_cert_manager_component_switches_the_webhooks_to_cert_managers_secret"
 )
 # Prints each selected test with the tier markers pytest sees on it.
@@ -55,7 +55,7 @@ def test_a_bare_run_selects_no_slow_tier_test(tmp_path: Path) -> None:
     assert HELM_TEST not in tests and KUBECTL_TEST not in tests
     # Hermetic tests beside a slow tier's stay in.
     assert any(t.startswith("tests/differential/test_deliberate_differences.py::") for t in tests)
-    assert any(t.startswith("tests/api/test_manifests.py::") for t in tests)
+    assert any(t.startswith("tests/install/test_manifests.py::") for t in tests)
 
 
 def test_each_tier_marker_selects_its_tier_only(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_each_tier_marker_selects_its_tier_only(tmp_path: Path) -> None:
         outside = {t for t in mine if not t.startswith(prefix)}
         if tier == "e2e":
             assert {HELM_TEST, KUBECTL_TEST} <= outside
-            assert all(t.startswith("tests/api/") for t in outside), outside
+            assert all(t.startswith("tests/install/") for t in outside), outside
         else:
             assert outside == set(), (tier, outside)
         assert all(t in mine for t in tests if t.startswith(prefix)), tier

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from hooks.app import create_app
 from tests.builders import job, with_run_policy, with_spec
+from tests.controller.fakes import json_hygiene_problems
 from tests.fuzzing import FUZZ, Raw, encode, hostile_bodies
-from tests.hooks.fakes import json_hygiene_problems
 from tests.hooks.test_http import Clock, FakeDeleter
 from tests.realistic import observed
 from trainop.controller.sync import sync

@@ -9,7 +9,7 @@ import pytest
 
 from hooks.app import BUDGET_CONFIG, DEFAULT_MAX_BODY, create_app
 from tests.builders import job
-from tests.hooks.fakes import T0
+from tests.controller.fakes import T0
 from trainop.jsoncost import Claim
 
 logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)
