@@ -10,8 +10,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.builders import admission_review
-from tests.controller.fakes import T0
+from tests.builders import T0, admission_review
 from tests.realistic import resync_request
 from trainop.jsoncost import (
     COST_FLOOR,
