@@ -3,6 +3,7 @@
 # says which tests each tier holds).
 #
 #   check         ruff, ruff format, mypy, generated files, import layering: seconds, run it first
+#   fast          the part of unit that starts no process (no local run, training, gunicorn): under a minute
 #   unit          the hermetic tiers (unit, HTTP, in-process servers, local runs, small fuzz): a bare pytest
 #   e2e           a real control plane, and the helm/kubectl tests (hack/build-control-plane.sh)
 #   differential  our operator against Kubeflow's (hack/build-kubeflow.sh)
@@ -35,13 +36,16 @@ FUZZ_HOOKS = tests/hooks/test_fuzz_hostile.py \
 FUZZ_WEBHOOKS = tests/webhooks/test_fuzz.py -k hostile \
   tests/test_fuzz_gunicorn.py::test_hostile_admission_reviews_never_get_a_5xx_or_kill_a_worker
 
+# The fast tier's first half (the second is every other test); halves of about equal time, measured.
+FAST_HALF = tests/controller tests/frameworks tests/job tests/hooks tests/webhooks tests/ui
+
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .ONESHELL:
 # Stages run in the order given even under -j: check first, and tiers that each start servers do not
 # compete for the same two cores.
 .NOTPARALLEL:
-.PHONY: all tiers check unit e2e differential node image browser fuzz explore release
+.PHONY: all tiers check fast unit e2e differential node image browser fuzz explore release
 
 all: check tiers
 # hack/test.sh runs unit alone first (the examples' images build meanwhile), then after-unit.
@@ -55,6 +59,19 @@ check:
 	$(PYTHON) -m mypy
 	$(PYTHON) -m trainop.cli crds --check
 	$(PYTHON) -c 'from importlinter.cli import lint_imports_command; lint_imports_command()'
+
+# tests/conftest.py gives the `fast` marker (`unit` runs these tests too). Two processes side by side, one
+# per core, as fuzz: the folders of FAST_HALF, and every other test (the same paths ignored), so that
+# together they are exactly `pytest -m fast` (tests/test_tiers.py). Lines are prefixed with the half.
+fast:
+	$(PYTEST) -q -p no:cacheprovider -m fast $(FAST_HALF) 2>&1 | sed -u 's/^/[fast 1] /' &
+	first=$$!
+	$(PYTEST) -q -p no:cacheprovider -m fast $(addprefix --ignore=,$(FAST_HALF)) 2>&1 | sed -u 's/^/[fast 2] /' &
+	second=$$!
+	status=0
+	wait $$first || status=$$?
+	wait $$second || status=$$?
+	exit $$status
 
 unit:
 	$(PYTEST)

@@ -1,14 +1,31 @@
-"""Small builders for jobs and AdmissionReviews, so tests state only what they are about."""
+"""Small builders for jobs and AdmissionReviews, and the clock the tests share, so tests state only what
+they are about. Every folder's helpers build on these (tests/controller/fakes.py, tests/realistic.py,
+tests/local/runs.py, tests/ui/helpers.py, tests/webhooks/helpers.py) instead of a copy of their own."""
 
 from __future__ import annotations
 
 import copy
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from trainop.frameworks import kind_info
 from trainop.jsontypes import Json
+
+# The tests' "now": syncs, TTLs, rate limits and records are computed from it, never from the clock.
+T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+STAMP0 = "2024-05-01T12:00:00Z"
+# Metacontroller's annotation on every child it created: what it applied last.
+LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def stamp(seconds: float) -> str:
+    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def container(name: str, image: str = "busybox:1.36", **extra: Any) -> Json:
@@ -28,13 +45,17 @@ def replica(kind: str, replicas: int | None = 1, containers: list[Json] | None =
 
 def job(kind: str, name: str = "job", namespace: str = "default", **types: Json | int) -> Json:
     """`job("PyTorchJob", Master=1, Worker=2)`: ints become default replica specs of that size."""
-    info = kind_info(kind)
     specs = {t: replica(kind, v) if isinstance(v, int) else copy.deepcopy(v) for t, v in types.items()}
+    return document(kind, {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, specs)
+
+
+def document(kind: str, metadata: Json, specs: Json) -> Json:
+    """The job with exactly this metadata and these replica specs: what a user's file holds."""
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": kind,
-        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
-        "spec": {info.replica_field: specs},
+        "metadata": metadata,
+        "spec": {kind_info(kind).replica_field: specs},
     }
 
 

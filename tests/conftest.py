@@ -7,7 +7,7 @@ that tier's build provides; every other test is hermetic (no cluster binary, no 
 marker         path or fixture                                 needs
 =============  ==============================================  ============================================
 e2e            tests/e2e/, the ``helm`` and ``kubectl``         kube-apiserver, etcd, kwok, Metacontroller,
-               fixtures of tests/api                           helm, kubectl (hack/build-control-plane.sh)
+               fixtures of tests/install                       helm, kubectl (hack/build-control-plane.sh)
 differential   tests/differential/test_differential.py         the e2e binaries and Kubeflow's operator
                                                                (hack/build-kubeflow.sh)
 node           tests/e2e_node/                                 root, kubelet, containerd (hack/build-node.sh)
@@ -15,6 +15,14 @@ image          tests/image/                                    podman and the im
 browser        tests/ui_browser/                               Debian's chromium and playwright
                                                                (hack/install-browser.sh)
 =============  ==============================================  ============================================
+
+Fast. Of the hermetic tests, those that start no process and take no seconds also get the ``fast``
+marker (``make fast``, ``-m fast``): the pure core, the HTTP edges through flask's test client,
+admission, the extensions, the UI without a browser and the small fuzz. Left out are the files of
+``NOT_FAST_PATHS`` (measured with ``--durations=0``: they start gunicorn, scripts, local runs or real
+training processes) and, wherever it lives, any test that reaches a helper of ``PROCESS_HELPERS``
+(``trainop run`` in a subprocess, gunicorn) from its own code, a function of its module or one of its
+fixtures, so a new local training is out of the fast tier without anyone listing it.
 
 Selection. Without ``-m``, pytest runs the hermetic tests only and says how many slow-tier tests it left
 out. With ``-m``, exactly what the expression selects runs: ``-m e2e`` is the e2e tier, ``-m "e2e or
@@ -30,6 +38,8 @@ so that what else a run imports or collects cannot change a suite's examples eit
 
 from __future__ import annotations
 
+import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +59,23 @@ TIER_PATHS = {
 }
 # Tier by fixture: a test that asks for one of these needs that tier's binaries wherever it lives.
 TIER_FIXTURES = {"helm": "e2e", "kubectl": "e2e"}
+# Hermetic but not fast (tests/test_tiers.py proves the fast tier is part of the unit tier without
+# them): a directory covers everything under it, a file only itself.
+NOT_FAST_PATHS = {
+    TESTS / "test_tiers.py",  # pytest in subprocesses, to see what each tier selects
+    TESTS / "test_packaging.py",  # builds the wheel and installs it in a new venv
+    TESTS / "test_release.py",  # hack/release.sh's steps as scripts
+    TESTS / "ui" / "test_server.py",  # the UI under gunicorn
+    TESTS / "webhooks" / "test_serving.py",  # the webhooks under gunicorn, over TLS
+    TESTS / "local" / "test_jsonlogs_torchrun.py",  # a torchrun training
+    TESTS / "local" / "test_kubelet.py",  # process trees, killed and reaped
+    TESTS / "local" / "test_process.py",
+    TESTS / "local" / "test_network.py",  # network namespaces and listeners in them
+    TESTS / "extensions" / "test_jsonlogs_sitecustomize.py",  # Python processes that log through it
+    TESTS / "extensions" / "test_parameter_server_program.py",  # the parameter servers as processes
+}
+# The helpers that start `trainop run` (and with it the training processes, or TensorBoard) or gunicorn.
+PROCESS_HELPERS = frozenset({"tests.local.runs", "tests.local.tensorboards", "tests.servers", "subprocess"})
 
 
 def register_profiles() -> None:
@@ -109,6 +136,44 @@ def tiers_of(item: pytest.Item) -> set[str]:
     return found
 
 
+def _code_of(function: Any) -> Iterator[tuple[types.CodeType, dict[str, Any]]]:
+    function = getattr(function, "__func__", function)
+    code = getattr(function, "__code__", None)
+    if code is not None:
+        yield code, function.__globals__
+
+
+def starts_processes(item: pytest.Item) -> bool:
+    """Whether the test's code, a function of its module it calls or one of its fixtures names a helper
+    of PROCESS_HELPERS (read from the code, not run)."""
+    todo = list(_code_of(getattr(item, "function", None)))
+    fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    todo += [pair for defs in fixtures.values() for d in defs for pair in _code_of(d.func)]
+    seen: set[types.CodeType] = set()
+    while todo:
+        code, names = todo.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        todo += [(const, names) for const in code.co_consts if isinstance(const, types.CodeType)]
+        for name in code.co_names:
+            value = names.get(name)
+            home = (
+                value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            )
+            if home in PROCESS_HELPERS:
+                return True
+            if isinstance(value, types.FunctionType) and value.__module__ == names.get("__name__"):
+                todo += _code_of(value)
+    return False
+
+
+def is_fast(item: pytest.Item) -> bool:
+    path = Path(str(item.path)).resolve()
+    listed = any(path == where or where in path.parents for where in NOT_FAST_PATHS)
+    return not listed and not starts_processes(item)
+
+
 _LEFT_OUT: dict[str, int] = {}
 
 
@@ -121,6 +186,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tiers = tiers_of(item)
         for tier in sorted(tiers):
             item.add_marker(getattr(pytest.mark, tier))
+        if not tiers and is_fast(item):
+            item.add_marker(pytest.mark.fast)
         (slow if tiers else hermetic).append(item)
         for tier in tiers:
             _LEFT_OUT[tier] = _LEFT_OUT.get(tier, 0) + 1

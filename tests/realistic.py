@@ -15,12 +15,11 @@ from typing import Any
 
 import orjson
 
-from tests.builders import container, job, replica
+from tests.builders import LAST_APPLIED, container, job, replica
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
 
-LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 CREATED = "2026-01-01T00:00:00Z"
 STARTED = "2026-01-01T00:00:05Z"
 

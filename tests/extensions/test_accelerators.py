@@ -11,7 +11,7 @@ import yaml
 from flask.testing import FlaskClient
 
 from tests.builders import container, job, replica
-from tests.hooks.fakes import Cluster
+from tests.controller.fakes import Cluster
 from tests.local.runs import replica as run_replica
 from tests.local.runs import trainop, write_job
 from tests.webhooks.helpers import denial, mutated, validated

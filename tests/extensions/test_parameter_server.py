@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from tests.builders import container, job, replica, with_run_policy
-from tests.hooks.fakes import Cluster
+from tests.controller.fakes import Cluster
 from trainop.admission.admit import admit
 from trainop.admission.defaults import apply_defaults as kubeflow_defaults
 from trainop.api import constants as c

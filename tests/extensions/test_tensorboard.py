@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.builders import container, job, replica
-from tests.hooks.fakes import Cluster, by_name, names
+from tests.controller.fakes import Cluster, by_name, names
 from trainop.admission.admit import admit
 from trainop.extensions.tensorboard import (
     ANNOTATION,

@@ -6,7 +6,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from tests.builders import job, replica, with_run_policy, with_spec
-from tests.hooks.fakes import Cluster
+from tests.controller.fakes import Cluster
 from trainop.admission.defaults import apply_defaults
 from trainop.admission.validation import validate
 from trainop.job.settings import Settings

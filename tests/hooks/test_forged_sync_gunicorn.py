@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from hooks.metrics import MAX_SERIES
 from hooks.recorder import SPAM_BURST
 from tests.builders import job
+from tests.controller.fakes import Cluster
 from tests.hooks.apiserver import FakeApiserver, fake_apiserver
-from tests.hooks.fakes import Cluster
 from tests.servers import Server, serve
 from trainop.job.event import MAX_MESSAGE_BYTES
 from trainop.jsontypes import Json

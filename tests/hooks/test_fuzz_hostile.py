@@ -3,7 +3,7 @@ apply or a one-line 400, never a 5xx.
 
 Bodies come from tests/fuzzing.py: real hook requests (realistic observed pods with full status and
 managedFields, every kind, running and finished) with nodes at any depth replaced by wrong types, huge
-strings and lists, deep nesting, NaN, huge numbers and hostile unicode. tests/hooks/test_fuzz_gunicorn.py
+strings and lists, deep nesting, NaN, huge numbers and hostile unicode. tests/test_fuzz_gunicorn.py
 sends the same bodies through gunicorn to catch worker deaths too.
 """
 
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from hooks.app import create_app
 from tests.builders import job, with_run_policy, with_spec
+from tests.controller.fakes import json_hygiene_problems
 from tests.fuzzing import FUZZ, Raw, encode, hostile_bodies
-from tests.hooks.fakes import json_hygiene_problems
 from tests.hooks.test_http import Clock, FakeDeleter
 from tests.realistic import observed
 from trainop.controller.sync import sync

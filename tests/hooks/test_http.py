@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hooks.app import DEFAULT_MAX_BODY, create_app
 from tests.builders import job, replica, with_run_policy, with_spec
-from tests.hooks.fakes import T0, Cluster, at, canonical, json_hygiene_problems
+from tests.controller.fakes import T0, Cluster, at, canonical, json_hygiene_problems
 from tests.realistic import resync_request
 from trainop.controller.sync import sync
 from trainop.controller.ttl import RECHECK_SECONDS
@@ -242,7 +242,7 @@ def test_expired_ttl_deletes_the_job_exactly_once_through_the_deleter():
     assert response.status_code == 200
     assert [d["metadata"]["uid"] for d in deleter.deleted] == [body["parent"]["metadata"]["uid"]]
     assert deleter.deleted[0]["kind"] == "JAXJob"
-    # The same answer as when nothing was deleted (tests/hooks/test_ttl_security.py); Metacontroller
+    # The same answer as when nothing was deleted (tests/controller/test_ttl_security.py); Metacontroller
     # drops the resync of a job that is gone.
     assert response.get_json()["resyncAfterSeconds"] == RECHECK_SECONDS
 

@@ -11,7 +11,7 @@ import pytest
 
 from hooks.app import create_app
 from tests.builders import container, job, replica
-from tests.hooks.fakes import Cluster, by_name
+from tests.controller.fakes import Cluster, by_name
 from trainop.api import constants as c
 from trainop.extensions.jsonlogs import MODULE, MOUNT_PATH, VOLUME, sitecustomize_source
 from trainop.extensions.jsonlogs.extension import ANNOTATION

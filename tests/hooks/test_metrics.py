@@ -16,7 +16,7 @@ from hooks import metrics
 from hooks.app import create_app
 from hooks.recorder import Recorder
 from tests.builders import job, replica, with_run_policy
-from tests.hooks.fakes import Cluster, at
+from tests.controller.fakes import Cluster, at
 from tests.hooks.test_http import Clock, FakeDeleter
 from tests.hooks.test_recorder import DRAIN_SECONDS, FakeEventApi
 from trainop.job.settings import Settings

@@ -8,8 +8,7 @@ import logging
 import pytest
 
 from hooks.app import BUDGET_CONFIG, DEFAULT_MAX_BODY, create_app
-from tests.builders import job
-from tests.hooks.fakes import T0
+from tests.builders import T0, job
 from trainop.jsoncost import Claim
 
 logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)

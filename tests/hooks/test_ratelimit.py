@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from hooks.ratelimit import Buckets
+from tests.builders import T0
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+NOW = T0
 
 
 def takes(buckets: Buckets, key: str, count: int, now: datetime = NOW) -> list[bool]:

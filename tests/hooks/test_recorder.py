@@ -7,17 +7,17 @@ import copy
 import json
 import logging
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from hooks.app import create_app
 from hooks.recorder import OCCURRENCE, Batch, Recorder, event_object, spec_digest
-from tests.builders import job
+from tests.builders import T0, job
 from trainop.job.event import Event
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
 
 logging.getLogger("trainop.hooks").setLevel(logging.CRITICAL)
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+NOW = T0
 JOB = {
     **job("PyTorchJob", name="j", namespace="ns", Master=1),
     "metadata": {"name": "j", "namespace": "ns", "uid": "u1"},

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from tests import builders
 from trainop.frameworks import kind_info
 from trainop.jsontypes import Json
 
@@ -44,24 +45,14 @@ def start(*args: str) -> subprocess.Popen[str]:
 def replica(
     kind: str, command: list[str], replicas: int = 1, policy: str = "Never", **container: Any
 ) -> Json:
-    spec = {
-        "name": kind_info(kind).default_container,
-        "image": "python:3.11",
-        "command": command,
-        **container,
-    }
+    spec = builders.container(kind_info(kind).default_container, "python:3.11", command=command, **container)
     return {"replicas": replicas, "restartPolicy": policy, "template": {"spec": {"containers": [spec]}}}
 
 
 def write_job(
     folder: Path, kind: str, name: str = "t", run_policy: Json | None = None, **replicas: Json
 ) -> Path:
-    job: Json = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": kind,
-        "metadata": {"name": name},
-        "spec": {kind_info(kind).replica_field: replicas},
-    }
+    job = builders.document(kind, {"name": name}, replicas)
     if run_policy:
         job["spec"]["runPolicy"] = run_policy
     path = folder / "job.yaml"

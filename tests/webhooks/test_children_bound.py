@@ -6,8 +6,7 @@ import orjson
 import pytest
 from flask.testing import FlaskClient
 
-from tests.builders import job
-from tests.hooks.fakes import T0
+from tests.builders import T0, job
 from tests.realistic import training_job
 from tests.webhooks.helpers import denial, validated
 from trainop.admission.admit import admit

@@ -10,7 +10,7 @@ them also meet it, and each reads it through the registry instead of naming it:
   annotations a list row keeps for them (`summary_annotations`), and the creation wizard's fields per
   replica type (`WizardField`, `form_values`, `form_annotations`, `form_field`);
 * the chart: which value of charts/trainop/values.yaml reaches which of its servers as which environment
-  variable (`ChartValue`), checked against the templates by tests/api/test_extension_chart_values.py.
+  variable (`ChartValue`), checked against the templates by tests/install/test_extension_chart_values.py.
 
 Every face defaults to "none", so an extension declares only the ones it has.
 """

@@ -14,7 +14,7 @@ import os
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.hooks.fakes import Cluster, canonical, names
+from tests.controller.fakes import Cluster, canonical, names
 from tests.hooks.strategies import SETTINGS, jobs, kubelet
 from trainop.api import constants as c
 from trainop.frameworks import kind_info

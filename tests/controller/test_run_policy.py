@@ -12,7 +12,7 @@ import copy
 import pytest
 
 from tests.builders import admission_review, container, job, replica, with_run_policy, with_spec
-from tests.hooks.fakes import Cluster, by_name, canonical, names, stamp
+from tests.controller.fakes import Cluster, by_name, canonical, names, stamp
 from trainop.admission.defaults import apply_defaults
 from trainop.job.settings import Settings
 from webhooks.admission import parse_review_document

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.api.test_manifests import CHART, MANIFESTS, kustomized, render
+from tests.install.test_manifests import CHART, MANIFESTS, kustomized, render
 from trainop.install import manifests
 from trainop.jsontypes import Json
 

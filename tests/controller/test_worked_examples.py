@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.builders import job, with_spec
-from tests.hooks.fakes import STAMP0, Cluster, by_name, env_list, names, stamp
+from tests.controller.fakes import STAMP0, Cluster, by_name, env_list, names, stamp
 
 SELECTOR = (
     "training.kubeflow.org/job-name={job},training.kubeflow.org/operator-name={op},"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.api.test_manifests import MANIFESTS, Loader, find, kubectl, pod_spec, render
+from tests.install.test_manifests import MANIFESTS, Loader, find, kubectl, pod_spec, render
 from trainop.extensions.accelerators import PROFILES_ENV, builtin_profiles_text
 from trainop.install import manifests
 from trainop.jsontypes import Json

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.api.test_manifests import (
+from tests.install.test_manifests import (
     CHART,
     applied,
     find,

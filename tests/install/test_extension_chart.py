@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_manifests import find, render
+from tests.install.test_manifests import find, render
 from trainop import __version__
 from trainop.install import manifests
 from trainop.jsontypes import Json

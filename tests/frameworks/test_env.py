@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.builders import container, job, replica, with_spec
-from tests.hooks.fakes import Cluster, env_list, env_of, pods_by_name
+from tests.controller.fakes import Cluster, env_list, env_of, pods_by_name
 from trainop.job.addresses import ClusterAddresses
 from trainop.job.settings import Settings
 

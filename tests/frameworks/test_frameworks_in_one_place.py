@@ -14,7 +14,7 @@ from pathlib import Path
 
 from trainop.frameworks import KINDS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PRODUCTION = ("trainop", "hooks", "webhooks")
 FRAMEWORKS = REPO / "trainop" / "frameworks"
 NAMES = frozenset(KINDS) | frozenset(t for info in KINDS.values() for t in info.replica_types)

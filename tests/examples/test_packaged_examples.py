@@ -24,7 +24,7 @@ from trainop.install.schema import schema_errors
 from trainop.jsontypes import Json
 from trainop.local.manifest import NO_DRA, ManifestError, as_created, parse
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FOLDERS = REPO / "trainop" / "examples"
 IMAGES = REPO / "training-images"
 NAMES = names()

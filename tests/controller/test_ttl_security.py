@@ -14,7 +14,7 @@ from datetime import datetime
 
 from hooks.app import create_app
 from tests.builders import job, with_run_policy
-from tests.hooks.fakes import at, stamp
+from tests.controller.fakes import at, stamp
 from tests.hooks.test_http import Clock, FakeDeleter
 from trainop.controller.ttl import RECHECK_SECONDS, verdict
 from trainop.job.settings import Settings

@@ -5,7 +5,7 @@ happening, with the same name for a retry and for a genuine repeat (which the re
 from __future__ import annotations
 
 from tests.builders import container, job, replica, with_run_policy
-from tests.hooks.fakes import Cluster
+from tests.controller.fakes import Cluster
 from trainop.controller.events import deleted_job
 from trainop.frameworks import framework
 from trainop.job.event import Event

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.api.test_manifests import (
+from tests.install.test_manifests import (
     MANIFESTS,
     helm_template,
     load_all,

@@ -14,16 +14,19 @@ import copy
 import json
 import math
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+# The clock and Metacontroller's annotation are the builders', re-exported for the tests that take them
+# with the fake.
+from tests.builders import LAST_APPLIED as LAST_APPLIED
+from tests.builders import STAMP0 as STAMP0
+from tests.builders import T0 as T0
+from tests.builders import at as at
+from tests.builders import stamp as stamp
 from trainop.controller.sync import SyncResult, sync
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
-
-T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-STAMP0 = "2024-05-01T12:00:00Z"
-LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 
 # The childResources of every kind's CompositeController: Metacontroller sends each rule, even when empty.
 CHILD_TYPES = (
@@ -48,14 +51,6 @@ def key_of(obj: Json) -> str:
 def canonical(value: Any) -> str:
     """Byte-for-byte comparable form of a JSON value."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def stamp(seconds: float) -> str:
-    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Cluster:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_manifests import find, helm_template, one, pod_spec, render
+from tests.install.test_manifests import find, helm_template, one, pod_spec, render
 from trainop.jsontypes import Json
 
 SERVERS = ("trainop-hooks", "trainop-webhooks")

@@ -411,7 +411,7 @@ def without_selector(constraint: Json) -> Json:
 
 def without_accelerators(spec: Json) -> Json:
     """A server's pod without the accelerator profiles, which the chart always mounts and the manifests
-    only with their component (tests/api/test_accelerator_profiles_install.py checks both)."""
+    only with their component (tests/install/test_accelerator_profiles_install.py checks both)."""
     [container] = spec["containers"]
     container = {
         **container,

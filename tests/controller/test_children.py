@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from tests.builders import container, job, replica, with_spec
-from tests.hooks.fakes import Cluster, by_name, desired, labels, names, pods_by_name
+from tests.controller.fakes import Cluster, by_name, desired, labels, names, pods_by_name
 from trainop.api import constants as c
 from trainop.frameworks.mpi import MPI, MPIJOB
 from trainop.job.context import JobContext

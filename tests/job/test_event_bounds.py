@@ -4,7 +4,7 @@ request (a pod's waiting message, a field quoted by validation), so none may be 
 from __future__ import annotations
 
 from tests.builders import job
-from tests.hooks.fakes import Cluster
+from tests.controller.fakes import Cluster
 from trainop.job.event import MAX_MESSAGE_BYTES, Event
 
 

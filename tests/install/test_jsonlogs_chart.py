@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_manifests import render
+from tests.install.test_manifests import render
 from trainop.extensions.jsonlogs.extension import DEFAULT_ENV
 
 

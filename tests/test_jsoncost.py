@@ -10,8 +10,7 @@ import orjson
 import pytest
 import yaml
 
-from tests.builders import admission_review
-from tests.hooks.fakes import T0
+from tests.builders import T0, admission_review
 from tests.realistic import resync_request
 from trainop.jsoncost import (
     COST_FLOOR,
@@ -23,7 +22,7 @@ from trainop.jsoncost import (
     parse_cost,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 
 

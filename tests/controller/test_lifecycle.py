@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.builders import job, replica, with_run_policy, with_spec
-from tests.hooks.fakes import LAST_APPLIED, STAMP0, Cluster, by_name, canonical, names, stamp
+from tests.controller.fakes import LAST_APPLIED, STAMP0, Cluster, by_name, canonical, names, stamp
 from trainop.jsontypes import Json
 
 

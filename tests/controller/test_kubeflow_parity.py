@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.builders import job, with_run_policy
-from tests.hooks.fakes import LAST_APPLIED, Cluster
+from tests.controller.fakes import LAST_APPLIED, Cluster
 
 
 def finished_cluster(job_spec: dict, leaders: tuple[str, ...], fail: bool = False) -> Cluster:

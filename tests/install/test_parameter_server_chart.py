@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_extension_chart import server_env
-from tests.api.test_manifests import render
+from tests.install.test_extension_chart import server_env
+from tests.install.test_manifests import render
 from trainop.extensions.parameterserver import DEFAULT_ENV, configured_default
 from trainop.install import manifests
 

@@ -3,7 +3,7 @@ the environment variable it names on the servers it names, and no extension vari
 undeclared.
 
 Hermetic: it reads values.yaml and the templates as text (rendering them needs helm, the e2e tier;
-tests/api/test_extension_chart.py and its siblings render them there). An env list a template includes
+tests/install/test_extension_chart.py and its siblings render them there). An env list a template includes
 from _helpers.tpl (`trainop.extensionEnv`) is expanded in place; a variable whose value is a `$var` is
 traced to the lines that build the variable (placement's `range` over its defaults).
 """
