@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, NoReturn, TypeVar
@@ -33,16 +34,16 @@ class SettingError(ValueError):
 
 
 @dataclass(frozen=True)
-class Reader(Generic[T]):
+class Reader(ABC, Generic[T]):
     """One environment variable: unset or blank is `default`; anything else is parsed or refused."""
 
     name: str
     default: T
 
     @property
+    @abstractmethod
     def expects(self) -> str:
         """What a value must be, as the error message says it."""
-        raise NotImplementedError
 
     def read(self, environ: Mapping[str, str]) -> T:
         raw = environ.get(self.name, "")
@@ -50,8 +51,9 @@ class Reader(Generic[T]):
             return self.default
         return self.parse(raw.strip(), raw)
 
+    @abstractmethod
     def parse(self, value: str, raw: str) -> T:
-        raise NotImplementedError
+        """The value of the stripped `value` (`raw` as set, for the error), or `refuse(raw)`."""
 
     def refuse(self, raw: str | None) -> NoReturn:
         raise SettingError(self.name, self.expects, raw)
@@ -90,9 +92,12 @@ class Required(Reader[str]):
         return f"a value ({self.why})"
 
     def read(self, environ: Mapping[str, str]) -> str:
-        value = environ.get(self.name, "").strip()
-        if not value:
-            self.refuse(environ.get(self.name))
+        raw = environ.get(self.name)
+        if raw is None or not raw.strip():
+            self.refuse(raw)
+        return self.parse(raw.strip(), raw)
+
+    def parse(self, value: str, raw: str) -> str:
         return value
 
 
