@@ -126,10 +126,9 @@ def resolve(job: Json) -> tuple[Json, Resolved]:
         values = {k: v for k, v in mine.items() if isinstance(v, str)}
         if not values and not ext.applies_without_annotations():
             continue
-        before = draft.written
         draft = ext.default(draft, values)
-        added = {k: v for k, v in draft.written.items() if k not in before and ext.owns(k)}
-        applied.append(Applied(ext, {**values, **added}))
+        # Each extension owns its own keys, so what it owns among the written ones it wrote itself.
+        applied.append(Applied(ext, {**values, **draft.written_by(ext.owns)}))
     if not applied and not found:
         return job, NONE
     refused = [

@@ -101,6 +101,10 @@ class Draft:
         job = {**self.job, "spec": {**spec, info.replica_field: {**spec[info.replica_field], **changed}}}
         return Draft(job, self.written)
 
+    def written_by(self, owns: Callable[[str], bool]) -> dict[str, str]:
+        """The annotations defaulting has written so far whose keys `owns` claims."""
+        return {k: v for k, v in self.written.items() if owns(k)}
+
     def with_annotations(self, added: Mapping[str, str]) -> Draft:
         """The draft with `added` written into its annotations (copy-on-write); unchanged when `added` is
         empty or the metadata cannot hold annotations (validation reports that)."""

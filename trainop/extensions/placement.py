@@ -213,7 +213,7 @@ class Placement(Extension):
         except ValueError:
             defaults = {}
         draft = _with_default_annotations(draft, info, values, defaults)
-        values = {**values, **{k: v for k, v in draft.written.items() if self.owns(k)}}
+        values = {**values, **draft.written_by(self.owns)}
 
         def place(rtype: str, template: Json) -> Json:
             value = _effective(values, rtype, info)

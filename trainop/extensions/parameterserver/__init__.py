@@ -256,7 +256,7 @@ class DefaultServer(Extension):
             on = False
         if on:
             draft = _with_cluster_default(draft, info)
-            values = {**values, **{k: v for k, v in draft.written.items() if self.owns(k)}}
+            values = {**values, **draft.written_by(self.owns)}
         specs = draft.replica_specs
         wanted = requested(info, values, specs)
         name = draft.name
