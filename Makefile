@@ -36,6 +36,8 @@ FUZZ_HOOKS = tests/hooks/test_fuzz_hostile.py \
 FUZZ_WEBHOOKS = tests/webhooks/test_fuzz.py -k hostile \
   tests/test_fuzz_gunicorn.py::test_hostile_admission_reviews_never_get_a_5xx_or_kill_a_worker
 
+# Examples per fuzz suite in the fast tier: enough to exercise every route, the volume is fuzz's.
+FAST_FUZZ_EXAMPLES ?= 25
 # The fast tier's first half (the second is every other test); halves of about equal time, measured.
 FAST_HALF = tests/controller tests/frameworks tests/job tests/hooks tests/webhooks tests/ui
 
@@ -64,6 +66,7 @@ check:
 # per core, as fuzz: the folders of FAST_HALF, and every other test (the same paths ignored), so that
 # together they are exactly `pytest -m fast` (tests/test_tiers.py). Lines are prefixed with the half.
 fast:
+	export TRAINOP_FUZZ_EXAMPLES=$(FAST_FUZZ_EXAMPLES)
 	$(PYTEST) -q -p no:cacheprovider -m fast $(FAST_HALF) 2>&1 | sed -u 's/^/[fast 1] /' &
 	first=$$!
 	$(PYTEST) -q -p no:cacheprovider -m fast $(addprefix --ignore=,$(FAST_HALF)) 2>&1 | sed -u 's/^/[fast 2] /' &

@@ -20,8 +20,9 @@ Fast. Of the hermetic tests, those that start no process and take no seconds als
 marker (``make fast``, ``-m fast``): the pure core, the HTTP edges through flask's test client,
 admission, the extensions, the UI without a browser and the small fuzz. Left out are the files of
 ``NOT_FAST_PATHS`` (measured with ``--durations=0``: they start gunicorn, scripts, local runs or real
-training processes) and, wherever it lives, any test that reaches a helper of ``PROCESS_HELPERS``
-(``trainop run`` in a subprocess, gunicorn) from its own code, a function of its module or one of its
+training processes, or render the chart), the tests of ``NOT_FAST_TESTS`` (seconds of CPU each) and,
+wherever it lives, any test that reaches a helper of ``PROCESS_HELPERS`` (``trainop run`` in a
+subprocess, gunicorn, any subprocess) from its own code, a function of its module or one of its
 fixtures, so a new local training is out of the fast tier without anyone listing it.
 
 Selection. Without ``-m``, pytest runs the hermetic tests only and says how many slow-tier tests it left
@@ -73,6 +74,14 @@ NOT_FAST_PATHS = {
     TESTS / "local" / "test_network.py",  # network namespaces and listeners in them
     TESTS / "extensions" / "test_jsonlogs_sitecustomize.py",  # Python processes that log through it
     TESTS / "extensions" / "test_parameter_server_program.py",  # the parameter servers as processes
+    TESTS / "install",  # renders the chart and generates every CRD and manifest: seconds per fixture
+}
+# Single tests that take seconds of CPU by design (bodies of the largest jobs, allocation measured), by
+# file and function, every parametrization.
+NOT_FAST_TESTS = {
+    ("hooks/test_http.py", "test_the_default_body_limit_admits_the_resync_of_a_1000_replica_tfjob"),
+    ("test_jsoncost.py", "test_the_estimate_is_at_least_what_parsing_allocates"),
+    ("webhooks/test_children_bound.py", "test_the_estimate_bounds_the_children_from_above_within_half_again"),
 }
 # The helpers that start `trainop run` (and with it the training processes, or TensorBoard) or gunicorn.
 PROCESS_HELPERS = frozenset({"tests.local.runs", "tests.local.tensorboards", "tests.servers", "subprocess"})
@@ -171,7 +180,9 @@ def starts_processes(item: pytest.Item) -> bool:
 def is_fast(item: pytest.Item) -> bool:
     path = Path(str(item.path)).resolve()
     listed = any(path == where or where in path.parents for where in NOT_FAST_PATHS)
-    return not listed and not starts_processes(item)
+    function = getattr(item, "originalname", item.name)
+    single = (path.relative_to(TESTS).as_posix(), function) in NOT_FAST_TESTS
+    return not listed and not single and not starts_processes(item)
 
 
 _LEFT_OUT: dict[str, int] = {}

@@ -97,7 +97,7 @@ def test_the_fast_tier_is_part_of_the_unit_tier_without_the_local_trainings(tmp_
     assert local_run in unit and local_run not in fast
     assert any(t.startswith("tests/extensions/test_accelerators.py::") for t in fast)
     # What the fast tier is for: the pure core, the HTTP edges, admission, the extensions and the UI.
-    for folder in ("controller", "hooks", "webhooks", "extensions", "ui", "install", "frameworks"):
+    for folder in ("controller", "hooks", "webhooks", "extensions", "ui", "frameworks"):
         assert any(t.startswith(f"tests/{folder}/") for t in fast), folder
     # `make fast` runs it in two halves that together are exactly the marker's selection.
     [half] = re.findall(r"^FAST_HALF = (.+)$", (REPO / "Makefile").read_text(), re.M)

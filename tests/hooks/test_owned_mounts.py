@@ -13,7 +13,7 @@ import pytest
 
 from hooks.app import create_app
 from tests.controller.fakes import Cluster, by_name, canonical, names
-from tests.hooks.test_children import job
+from tests.controller.test_children import job
 from trainop.controller.related import related_resources
 from trainop.extensions import Resolved
 from trainop.extensions.jsonlogs import SITECUSTOMIZE
