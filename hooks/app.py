@@ -1,4 +1,5 @@
-"""flask app serving Metacontroller's sync and finalize hooks; it only parses, calls `sync` and serialises."""
+"""flask app serving Metacontroller's sync, finalize and customize hooks; it only parses, calls the core
+and serialises."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from flask import Flask, Response, request
 from hooks import metrics
 from hooks.kubeapi import ApiClient, Deleter, default_deleter
 from hooks.recorder import Recorder
-from hooks.request import HookRequest, parse
+from hooks.request import HookRequest, parse, parse_customize
 from hooks.settings import MAX_BODY, MAX_INFLIGHT, MAX_RESPONSE, HookSettings, current
 from trainop.controller import ttl
+from trainop.controller.related import related_resources
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
 from trainop.jsoncost import Budget, Claim, TooCostly, check_parse_cost
@@ -78,7 +80,7 @@ class HookServer:
                 response = self.finalize(hook)
                 body = _dumps(response)
             else:
-                response, body = self.sync(parent, hook.children)
+                response, body = self.sync(parent, hook.children, hook.related)
         except AnswerTooLarge as exc:
             # Not the job's fault (it passed validation) but this server's ceiling: refuse and let
             # Metacontroller retry, so that raising the ceiling lets the job go on unchanged.
@@ -101,12 +103,32 @@ class HookServer:
         observed = any(hook.children.get(k) for k in hook.children)
         return {"status": hook.parent.get("status") or {}, "children": [], "finalized": not observed}
 
+    def customize(self, path: str, data: bytes) -> Response:
+        """Metacontroller's customize call: the related objects to send with the job's syncs."""
+        started = time.perf_counter()
+        try:
+            hook = parse_customize(_loads(data))
+        except (orjson.JSONDecodeError, ValueError, BadRequest) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "empty body"
+            prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
+            log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
+            return _json({"error": prefix + reason}, 400)
+        answer = related_resources(hook.kind, hook.name, hook.namespace)
+        elapsed = time.perf_counter() - started
+        metrics.record_call(path.strip("/"), hook.kind, elapsed, len(data))
+        entry = {"path": path, "kind": hook.kind, "namespace": hook.namespace, "name": hook.name}
+        log.info(json.dumps({**entry, "latency_ms": round(elapsed * 1000, 2)}))
+        return _json(answer)
+
     def sync(
-        self, parent: dict[str, Any], children: dict[str, dict[str, Any]]
+        self,
+        parent: dict[str, Any],
+        children: dict[str, dict[str, Any]],
+        related: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """The answer and its bytes; AnswerTooLarge, before any Event, metric or deletion, when too big."""
         now = self.clock()
-        result = sync(parent, children, self.settings, now)
+        result = sync(parent, children, self.settings, now, related)
         response = result.response()
         body = _dumps(response)
         if len(body) > self.max_response:
@@ -165,7 +187,7 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = limits.max_body_bytes
     budget = app.config[BUDGET_CONFIG] = Budget(limits.max_inflight_bytes)
 
-    def answer(finalizing_route: bool) -> Response:
+    def bounded(handle: Callable[[bytes], Response]) -> Response:
         # The declared length is held while the body is read, the parse estimate while it is answered.
         claim = Claim(budget)
         try:
@@ -179,17 +201,21 @@ def create_app(
                 return _json({"error": str(exc)}, 413)
             if not claim.grow(cost, BUDGET_WAIT_SECONDS):
                 return _busy(budget)
-            return server.answer(request.path, data, finalizing_route=finalizing_route)
+            return handle(data)
         finally:
             claim.release()
 
     @app.post("/sync")
     def sync_route() -> Response:
-        return answer(finalizing_route=False)
+        return bounded(lambda data: server.answer(request.path, data, finalizing_route=False))
 
     @app.post("/finalize")
     def finalize_route() -> Response:
-        return answer(finalizing_route=True)
+        return bounded(lambda data: server.answer(request.path, data, finalizing_route=True))
+
+    @app.post("/customize")
+    def customize_route() -> Response:
+        return bounded(lambda data: server.customize(request.path, data))
 
     @app.after_request
     def count(response: Response) -> Response:
@@ -206,7 +232,7 @@ def create_app(
 
     @app.errorhandler(404)
     def not_found(_: Exception) -> Response:
-        return _json({"error": f"no route {request.path}; use POST /sync or /finalize"}, 404)
+        return _json({"error": f"no route {request.path}; use POST /sync, /finalize or /customize"}, 404)
 
     @app.errorhandler(500)
     def internal(_: Exception) -> Response:

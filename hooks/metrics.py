@@ -74,7 +74,7 @@ REQUEST_SIZE = Histogram(
     buckets=tuple(float(4**n * 1024) for n in range(9)),  # 1 KiB .. 64 MiB
 )
 REQUESTS = Counter("trainop_hook_requests_total", "Requests by route and HTTP status code", ("hook", "code"))
-ROUTES = ("/sync", "/finalize", "/healthz")
+ROUTES = ("/sync", "/finalize", "/customize", "/healthz")
 
 
 class Seen:

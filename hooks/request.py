@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from trainop.api.jsonpath import dig
@@ -17,11 +18,29 @@ class HookRequest:
     parent: Json
     children: dict[str, dict[str, Json]]
     finalizing: bool
+    # The objects the customize hook's rules selected (trainop.controller.related), keyed like children.
+    related: dict[str, dict[str, Json]] = dataclass_field(default_factory=dict)
 
 
-def parse(body: Any) -> HookRequest:
+@dataclass(frozen=True)
+class CustomizeRequest:
+    kind: str
+    name: str
+    namespace: str
+
+
+def parse_customize(body: Any) -> CustomizeRequest:
+    """Metacontroller's customize request (`controller`, `parent`): only the job's identity is read."""
     if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object with `parent` and `children`")
+        raise BadRequest("request body must be a JSON object with `controller` and `parent`")
+    parent = _parent(body)
+    namespace = parent["metadata"].get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        raise BadRequest("parent.metadata.namespace must be a non-empty string")
+    return CustomizeRequest(parent["kind"], parent["metadata"]["name"], namespace)
+
+
+def _parent(body: Json) -> Json:
     parent = body.get("parent")
     if not isinstance(parent, dict):
         raise BadRequest("`parent` must be the job object")
@@ -34,33 +53,52 @@ def parse(body: Any) -> HookRequest:
     meta = parent.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise BadRequest("parent.metadata.name must be a non-empty string")
-    problem = _string_maps_problem(meta, "parent.metadata") or _templates_problem(parent)
+    problem = _string_maps_problem(meta, "parent.metadata")
     if problem:
         raise BadRequest(problem)
-    raw_children = body.get("children") or {}
-    if not isinstance(raw_children, dict):
-        raise BadRequest("`children` must be an object keyed by `<Kind>.<apiVersion>`")
-    children: dict[str, dict[str, Json]] = {}
-    for key, group in raw_children.items():
-        if group is None:
-            group = {}
-        if not isinstance(group, dict):
-            raise BadRequest(f"children[{key!r}] must be an object keyed by child name")
-        for name, obj in group.items():
-            if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
-                raise BadRequest(f"children[{key!r}][{name!r}] must be a Kubernetes object with metadata")
-            # The apiserver names every object; an unnamed child cannot be returned as desired.
-            child_name = obj["metadata"].get("name")
-            if not isinstance(child_name, str) or not child_name:
-                raise BadRequest(f"children[{key!r}][{name!r}].metadata.name must be a non-empty string")
-            problem = _child_shape_problem(obj)
-            if problem:
-                raise BadRequest(f"children[{key!r}][{name!r}].{problem}")
-        children[str(key)] = group
+    return parent
+
+
+def parse(body: Any) -> HookRequest:
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object with `parent` and `children`")
+    parent = _parent(body)
+    problem = _templates_problem(parent)
+    if problem:
+        raise BadRequest(problem)
+    children = _object_map(body, "children")
+    related = _object_map(body, "related")
     finalizing = body.get("finalizing", False)
     if not isinstance(finalizing, bool):
         raise BadRequest("`finalizing` must be true or false")
-    return HookRequest(parent=_with_sane_status(parent), children=children, finalizing=finalizing)
+    return HookRequest(
+        parent=_with_sane_status(parent), children=children, finalizing=finalizing, related=related
+    )
+
+
+def _object_map(body: Json, which: str) -> dict[str, dict[str, Json]]:
+    """`children` or `related`: `<Kind>.<apiVersion>` -> name -> object, every object checked."""
+    raw = body.get(which) or {}
+    if not isinstance(raw, dict):
+        raise BadRequest(f"`{which}` must be an object keyed by `<Kind>.<apiVersion>`")
+    out: dict[str, dict[str, Json]] = {}
+    for key, group in raw.items():
+        if group is None:
+            group = {}
+        if not isinstance(group, dict):
+            raise BadRequest(f"{which}[{key!r}] must be an object keyed by child name")
+        for name, obj in group.items():
+            if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+                raise BadRequest(f"{which}[{key!r}][{name!r}] must be a Kubernetes object with metadata")
+            # The apiserver names every object; an unnamed child cannot be returned as desired.
+            child_name = obj["metadata"].get("name")
+            if not isinstance(child_name, str) or not child_name:
+                raise BadRequest(f"{which}[{key!r}][{name!r}].metadata.name must be a non-empty string")
+            problem = _child_shape_problem(obj)
+            if problem:
+                raise BadRequest(f"{which}[{key!r}][{name!r}].{problem}")
+        out[str(key)] = group
+    return out
 
 
 def _with_sane_status(parent: Json) -> Json:

@@ -137,7 +137,10 @@ class Cluster:
         desired = {(key_of(o), o["metadata"]["name"]): copy.deepcopy(o) for o in result.children}
         for ctype, group in self.objects.items():
             for name in list(group):
-                if (ctype, name) not in desired and not group[name]["metadata"].get("deletionTimestamp"):
+                if (ctype, name) in desired or group[name]["metadata"].get("deletionTimestamp"):
+                    continue
+                # Metacontroller deletes only the children it owns.
+                if self._owned(group[name]):
                     self.delete(ctype, name)
         for (ctype, name), obj in desired.items():
             obj["metadata"].setdefault("namespace", self.namespace)
@@ -149,6 +152,10 @@ class Cluster:
                 group[name] = self._create(obj)
                 self.created.append(name)
         self.write_status(result)
+
+    def _owned(self, obj: Json) -> bool:
+        refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("controller")]
+        return not refs or any(r.get("uid") == self.uid for r in refs)
 
     def delete(self, ctype: str, name: str) -> None:
         self.deleted.append(name)

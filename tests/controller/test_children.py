@@ -286,8 +286,10 @@ class TestMPIChildren:
     def test_launcher_waits_for_its_service_account_which_the_first_sync_creates(self):
         cluster = Cluster(self.SPEC)
         first = cluster.sync()
-        assert names(first.children, "Pod") == ["hvd-worker-0", "hvd-worker-1"]
+        # Every pod mounts hvd-config, so they all wait for it too (trainop.job.mounts).
+        assert names(first.children, "Pod") == []
         assert names(first.children, "ServiceAccount") == ["hvd-launcher"]
+        assert names(first.children, "ConfigMap") == ["hvd-config"]
         assert "hvd-launcher" in names(cluster.sync().children, "Pod")
 
     def test_launcher_gets_kubectl_delivery_init_container(self):
@@ -410,7 +412,8 @@ class TestMPIChildren:
 
     def test_role_names_each_worker_in_the_sync_after_it_is_created(self):
         cluster = Cluster(self.SPEC)
-        cluster.sync()
+        cluster.sync()  # the ServiceAccount and hvd-config, which the pods wait for
+        cluster.sync()  # the pods
         role = by_name(cluster.sync().children, "Role")["hvd-launcher"]
         assert role["rules"][1]["resourceNames"] == ["hvd-worker-0", "hvd-worker-1"]
         assert "hvd-launcher" in cluster.updated
@@ -499,6 +502,7 @@ class TestMPIChildren:
         spec = with_spec(job("MPIJob", name="hvd", Launcher=launcher, Worker=1), slotsPerWorker=4)
         cluster = Cluster(spec)
         cluster.sync()
+        cluster.sync()  # the pods, once hvd-config and the ServiceAccount exist
         cluster.run()
         data = by_name(cluster.sync().children, "ConfigMap")["hvd-config"]["data"]
         assert data["hostfile"] == "hvd-launcher slots=4\nhvd-worker-0 slots=4\n"

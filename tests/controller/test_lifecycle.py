@@ -110,6 +110,7 @@ def created(case: Case) -> Cluster:
     cluster = Cluster(case.spec)
     cluster.sync()
     cluster.sync()  # triggered by the new children; an MPI launcher waits for its ServiceAccount
+    cluster.sync()  # MPI: the launcher's Role names the workers the last one created
     return cluster
 
 

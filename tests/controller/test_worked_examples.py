@@ -240,6 +240,7 @@ class TestA4MPIHvd:
     def test_discover_hosts_lists_running_workers(self):
         cluster = Cluster(self.JOB)
         cluster.sync()
+        cluster.sync()  # the pods, once hvd-config is the job's
         cluster.run("hvd-worker-1")
         data = by_name(cluster.sync().children, "ConfigMap")["hvd-config"]["data"]
         assert data["discover_hosts.sh"] == "#!/bin/sh\necho hvd-worker-1:2"

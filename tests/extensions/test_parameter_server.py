@@ -218,6 +218,7 @@ class TestSync:
     def test_the_ps_pod_runs_the_program_from_the_configmap_with_tf_config(self) -> None:
         cluster = Cluster(tfjob({PS: "tensorflow"}))
         cluster.sync()
+        cluster.sync()  # the PS pod, once j-tf-server is the job's
         pod = cluster.pod("j-ps-0")
         [ctr] = pod["spec"]["containers"]
         assert ctr["command"] == COMMAND
@@ -232,6 +233,7 @@ class TestSync:
     def test_no_tensorflow_fails_the_job_naming_the_cause_and_the_image(self) -> None:
         cluster = Cluster(tfjob({PS: "tensorflow"}))
         cluster.sync()
+        cluster.sync()  # the PS pod, once j-tf-server is the job's
         cluster.fail("j-ps-0", exit_code=NO_TENSORFLOW)
         cluster.converge()
         failed = cluster.condition("Failed")
@@ -246,6 +248,7 @@ class TestSync:
         ps = replica("TFJob", 1, [container("tensorflow", IMAGE)], restartPolicy="ExitCode")
         cluster = Cluster(tfjob({PS: "tensorflow"}, Chief=1, PS=ps))
         cluster.sync()
+        cluster.sync()  # the PS pod, once j-tf-server is the job's
         cluster.fail("j-ps-0", exit_code=NO_TENSORFLOW)
         cluster.converge()
         failed = cluster.condition("Failed")
@@ -256,6 +259,7 @@ class TestSync:
     def test_another_exit_code_keeps_kubeflows_message_alone(self) -> None:
         cluster = Cluster(tfjob({PS: "tensorflow"}))
         cluster.sync()
+        cluster.sync()  # the PS pod, once j-tf-server is the job's
         cluster.fail("j-ps-0", exit_code=1)
         cluster.converge()
         failed = cluster.condition("Failed")
@@ -266,6 +270,7 @@ class TestSync:
         own = container("tensorflow", IMAGE, command=["python3", "ps.py"])
         cluster = Cluster(tfjob(Chief=1, PS=replica("TFJob", 1, [own])))
         cluster.sync()
+        cluster.sync()  # the PS pod, once j-tf-server is the job's
         cluster.fail("j-ps-0", exit_code=NO_TENSORFLOW)
         cluster.converge()
         failed = cluster.condition("Failed")

@@ -146,7 +146,14 @@ def every_extension_tfjob() -> Json:
 
 def test_one_sync_walks_the_extension_registry_once(monkeypatch: pytest.MonkeyPatch) -> None:
     tf = every_extension_tfjob()
-    first = sync(tf, {}, Settings(), T0)
+    # The pods mount the job's ConfigMaps, so they are built once those are observed as the job's.
+    owner = {"uid": "uid-j", "controller": True}
+    maps = {
+        o["metadata"]["name"]: {**o, "metadata": {**o["metadata"], "ownerReferences": [owner]}}
+        for o in sync(tf, {}, Settings(), T0).children
+        if o["kind"] == "ConfigMap"
+    }
+    first = sync(tf, {"ConfigMap.v1": maps}, Settings(), T0)
     pods = {o["metadata"]["name"]: o for o in first.children if o["kind"] == "Pod"}
     assert len(pods) == 4 and all(p["spec"]["volumes"] for p in pods.values())
     # The parameter server's default server found no TensorFlow: the failure path asks the extensions too.

@@ -45,11 +45,10 @@ def annotated(obj: Json, value: str = "json") -> Json:
 
 
 def synced_children(obj: Json) -> list[Json]:
-    """The children the hook server answers for the first sync of `obj` (with MPI's ServiceAccount
-    observed, so that its launcher is built too)."""
+    """The children the hook server answers for the sync of `obj` after its first (with the ConfigMaps
+    the pods mount and MPI's ServiceAccount observed, so that every pod is built)."""
     cluster = Cluster(obj)
-    if obj["kind"] == "MPIJob":
-        cluster.sync()
+    cluster.sync()
     response = (
         create_app(Settings())
         .test_client()
@@ -187,6 +186,7 @@ def test_text_is_the_same_as_no_annotation(obj: Json) -> None:
 def test_a_finished_job_keeps_its_configmap_as_last_applied() -> None:
     cluster = Cluster(annotated(JOBS[5]))
     cluster.sync()
+    cluster.sync()  # the pods, once j-jsonlogs is the job's
     applied = copy.deepcopy(cluster.objects["ConfigMap.v1"]["j-jsonlogs"])
     cluster.run()
     cluster.succeed()

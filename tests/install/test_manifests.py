@@ -96,12 +96,15 @@ def test_composite_controllers_call_the_hooks_service(installed: list[Json]) -> 
     service = one(installed, "Service", manifests.HOOKS_NAME)
     [port] = [p for p in service["spec"]["ports"] if p["name"] != "metrics"]
     assert port["port"] == 80
-    url = f"http://{manifests.HOOKS_NAME}.{manifests.NAMESPACE}/sync"
+    base = f"http://{manifests.HOOKS_NAME}.{manifests.NAMESPACE}"
     for cc in find(installed, "CompositeController"):
         spec = cc["spec"]
         assert spec["generateSelector"] is True
         assert spec["parentResource"]["apiVersion"] == "kubeflow.org/v1"
-        assert spec["hooks"] == {"sync": {"webhook": {"url": url, "timeout": "10s"}}}  # no finalize hook
+        assert spec["hooks"] == {  # no finalize hook
+            "sync": {"webhook": {"url": f"{base}/sync", "timeout": "10s"}},
+            "customize": {"webhook": {"url": f"{base}/customize", "timeout": "10s"}},
+        }
         assert 30 <= spec["resyncPeriodSeconds"] <= 3600
         children = {
             (c["apiVersion"], c["resource"]): c["updateStrategy"]["method"] for c in spec["childResources"]

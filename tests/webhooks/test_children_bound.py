@@ -7,6 +7,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.builders import T0, job
+from tests.controller.fakes import Cluster
 from tests.realistic import training_job
 from tests.webhooks.helpers import denial, validated
 from trainop.admission.admit import admit
@@ -29,7 +30,10 @@ WIDE = {
 
 
 def children_bytes(obj: Json) -> int:
-    return len(orjson.dumps(sync(obj, {}, Settings(), T0).response()["children"]))
+    # The second sync: the pods that mount a ConfigMap of the job wait for the first to create it.
+    cluster = Cluster(obj)
+    cluster.sync()
+    return len(orjson.dumps(cluster.sync().response()["children"]))
 
 
 def estimate(obj: Json) -> int:

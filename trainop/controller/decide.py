@@ -20,6 +20,7 @@ from trainop.controller.observe import Observation
 from trainop.extensions.base import ReplicaFailure
 from trainop.frameworks.base import Counts
 from trainop.job.conditions import find, finished, is_true, set_condition
+from trainop.job.mounts import NOT_OWNED, report
 from trainop.job.observed import ObservedPod
 from trainop.jsontypes import Json
 
@@ -143,6 +144,7 @@ def _active(obs: Observation, conditions: list[Json]) -> Decision:
     conditions, failure, deadline_left = _limits(obs, conditions, status["startTime"], failed)
     if not finished(conditions):
         conditions, failure = _evaluate(obs, conditions, counts, failed)
+        conditions = _not_owned(obs, conditions)
     resync = [left for left in (deadline_left,) if left is not None]
     if failed.restarting:
         resync.append(ctx.settings.restart_resync_seconds)
@@ -288,6 +290,29 @@ def _evaluate(
         message = fw.failed_message(ctx, rtype, failing[rtype]) + cause
         return _set(obs, conditions, c.FAILED, "True", fw.failed_reason, message), Failure.REPLICAS
     return conditions, None
+
+
+def _not_owned(obs: Observation, conditions: list[Json]) -> list[Json]:
+    """Running False with reason <Kind>ConfigMapNotOwned while another object holds the name of a
+    ConfigMap the job's pods run (trainop.job.mounts), naming it and what to do; removed once none does,
+    so the job's conditions are Kubeflow's again. A job already Running or Restarting keeps that
+    condition (its existing pods run): the Warning Event reports it then."""
+    ctx = obs.ctx
+    reason = f"{ctx.info.kind}{NOT_OWNED}"
+    current = find(conditions, c.RUNNING)
+    ours = current is not None and current.get("reason") == reason
+    if not obs.foreign:
+        return [x for x in conditions if x is not current] if ours else conditions
+    if not ours and (is_true(conditions, c.RUNNING) or is_true(conditions, c.RESTARTING)):
+        return conditions
+    message = " ".join(report(m, ctx.info.kind, ctx.namespace, ctx.name) for m in obs.foreign)
+    if current is not None and ours:
+        if current.get("message") == message:
+            return conditions
+        return [
+            {**x, "message": message, "lastUpdateTime": obs.stamp} if x is current else x for x in conditions
+        ]
+    return _set(obs, conditions, c.RUNNING, "False", NOT_OWNED, message)
 
 
 def _cause(obs: Observation, rtype: str, failed: _FailedPods) -> str:

@@ -78,7 +78,9 @@ def _active(obs: Observation, decision: Decision) -> list[Json]:
     for rtype in ctx.replica_specs:
         for index in range(ctx.replicas(rtype)):
             name = ctx.info.pod_name(ctx.name, rtype, index)
-            waiting = name not in existing and (hold or fw.waits_for(ctx, rtype, obs.children))
+            waiting = name not in existing and (
+                hold or fw.waits_for(ctx, rtype, obs.children) or obs.mount_blocks(rtype)
+            )
             if name not in decision.dropped and not waiting:
                 pod = build.pod(ctx, fw, obs.extensions, rtype, index)
                 if gang:

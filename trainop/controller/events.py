@@ -20,6 +20,7 @@ from trainop.frameworks.base import Framework
 from trainop.job.conditions import find, finished
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, WARNING, Event, well_formed
+from trainop.job.mounts import NOT_OWNED, report
 from trainop.job.observed import SERVICE, Children, ObservedPod
 from trainop.jsontypes import Json
 
@@ -68,6 +69,7 @@ def derive(obs: Observation, decision: Decision, desired: Sequence[Json]) -> lis
     if not finished(before) and not facts.ctx.suspended:
         out += _abnormal_pods(facts.pods)
         out += facts.fw.active_events(facts.ctx, facts.children, facts.pods)
+        out += _not_owned(facts)
         if facts.fw.reports_pod_outcomes:
             out += _pod_outcomes(facts)
     out += _children(facts)
@@ -147,6 +149,15 @@ def _kind_restarting(facts: SyncFacts, after: list[Json]) -> Iterable[Event]:
                 continue
         message = f"{kind} {ctx.name} is restarting because {len(failed)} {rtype} replica(s) failed."
         yield Event(WARNING, f"{kind}Restarting", message, "restart:" + ",".join(failed), False)
+
+
+def _not_owned(facts: SyncFacts) -> Iterable[Event]:
+    """A Warning per ConfigMap the job's pods run whose name another object holds (trainop.job.mounts),
+    once per such object."""
+    ctx = facts.ctx
+    for found in facts.obs.foreign:
+        message = report(found, ctx.info.kind, ctx.namespace, ctx.name)
+        yield Event(WARNING, NOT_OWNED, message, f"not-owned:{found.occurrence}")
 
 
 # ---- pods ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from trainop.extensions import Resolved
 from trainop.frameworks import framework
 from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
+from trainop.job.mounts import Check, Standing, check
 from trainop.job.observed import Children, ObservedPod, pods_of
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
@@ -27,6 +28,17 @@ class Observation:
     # The status Metacontroller sent, without the observedGeneration it adds itself.
     previous: Json
     now: datetime
+    # The ConfigMaps the job's pods run (the framework's, then the extensions'), each as observed.
+    mounts: tuple[Check, ...] = ()
+
+    @property
+    def foreign(self) -> tuple[Check, ...]:
+        """The mounted ConfigMaps whose name another object holds: the pods mounting them wait."""
+        return tuple(m for m in self.mounts if m.standing is Standing.FOREIGN)
+
+    def mount_blocks(self, rtype: str) -> bool:
+        """Whether a pod of `rtype` that does not exist yet must wait for a ConfigMap it runs."""
+        return any(m.blocks(rtype) for m in self.mounts)
 
     @property
     def stamp(self) -> str:
@@ -47,13 +59,21 @@ def previous_status(parent: Json) -> Json:
 
 
 def observe(
-    job: Json, extensions: Resolved, parent: Json, children: Children, settings: Settings, now: datetime
+    job: Json,
+    extensions: Resolved,
+    parent: Json,
+    children: Children,
+    settings: Settings,
+    now: datetime,
+    related: Children | None = None,
 ) -> Observation:
     """`job` is the admitted (defaulted, valid) form of `parent`, the object Metacontroller sent, and
-    `extensions` what admission resolved for it."""
+    `extensions` what admission resolved for it. `related` holds the objects the customize hook asked
+    Metacontroller for (same-named ConfigMaps the job may not own)."""
     fw = framework(str(job["kind"]))
     ctx = JobContext(fw.info, job, settings)
     uid = str(job["metadata"].get("uid") or "")
+    mounted = (*fw.mounts(ctx), *extensions.mounts(ctx))
     return Observation(
         ctx=ctx,
         fw=fw,
@@ -62,4 +82,5 @@ def observe(
         pods=tuple(pods_of(children, uid)),
         previous=previous_status(parent),
         now=now,
+        mounts=tuple(check(m, uid, ctx.namespace, children, related or {}) for m in mounted),
     )

@@ -43,8 +43,11 @@ class SyncResult:
         return out
 
 
-def sync(parent: Json, children: Children, settings: Settings, now: datetime) -> SyncResult:
-    """Compute the desired children and status of one job (any of the seven kinds)."""
+def sync(
+    parent: Json, children: Children, settings: Settings, now: datetime, related: Children | None = None
+) -> SyncResult:
+    """Compute the desired children and status of one job (any of the seven kinds). `related` is what
+    Metacontroller found for the customize hook's rules (trainop.controller.related)."""
     admission = admit(parent)
     if admission.managed_elsewhere:
         # Another controller (MultiKueue) owns this job: touch nothing.
@@ -54,7 +57,7 @@ def sync(parent: Json, children: Children, settings: Settings, now: datetime) ->
         )
     if not admission.checks.ok:
         return _invalid(admission.job, previous_status(parent), admission.checks.message, now)
-    obs = observe(admission.job, admission.extensions, parent, children, settings, now)
+    obs = observe(admission.job, admission.extensions, parent, children, settings, now, related)
     decision = decide(obs)
     desired = desire(obs, decision)
     return SyncResult(

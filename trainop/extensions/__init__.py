@@ -33,6 +33,7 @@ from trainop.extensions.parameterserver import DefaultServer
 from trainop.extensions.placement import Placement
 from trainop.extensions.tensorboard import TensorBoard
 from trainop.job.context import JobContext
+from trainop.job.mounts import Mounted
 from trainop.jsontypes import Json
 
 EXTENSIONS: Final[tuple[Extension, ...]] = (
@@ -93,6 +94,10 @@ class Resolved:
             if addons.resync_after_seconds is not None:
                 resync.append(addons.resync_after_seconds)
         return Addons(tuple(out), min(resync) if resync else None)
+
+    def mounts(self, ctx: JobContext) -> tuple[Mounted, ...]:
+        """Every applying extension's ConfigMap children whose content the pods run."""
+        return tuple(m for a in self.applied for m in a.extension.mounts(ctx, a.values))
 
     def decorate_pod(self, ctx: JobContext, pod: Json) -> Json:
         """The desired pod with what every applying extension adds to it; `pod` itself when none does."""
@@ -161,6 +166,12 @@ def child_types() -> tuple[ChildType, ...]:
     for ext in EXTENSIONS:
         seen += [t for t in ext.child_types if t not in seen]
     return tuple(seen)
+
+
+def shipped_names(job_name: str) -> tuple[str, ...]:
+    """The ConfigMap child names of every file any extension may ship to a job called `job_name`,
+    whatever its annotations (the customize hook asks Metacontroller for same-named objects)."""
+    return tuple(f.child_name(job_name) for ext in EXTENSIONS for f in ext.shipped)
 
 
 def docs() -> list[AnnotationDoc]:

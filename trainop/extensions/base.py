@@ -30,6 +30,7 @@ from trainop.api.kinds import ChildType, KindInfo
 from trainop.extensions.faces import Faces
 from trainop.frameworks import KINDS
 from trainop.job.context import JobContext
+from trainop.job.mounts import Mounted
 from trainop.jsontypes import Json
 
 PREFIX: Final = "trainop.dev/"
@@ -166,6 +167,17 @@ class ShippedFile:
     def mount(self) -> Json:
         return {"name": self.volume_name, "mountPath": self.mount_path, "readOnly": True}
 
+    def mounted(self, ctx: JobContext, replica_types: frozenset[str] | None = None) -> Mounted:
+        """The child as the pods of `replica_types` (None: every type) mount it: the whole ConfigMap,
+        holding this file and nothing else, byte for byte (trainop.job.mounts)."""
+        return Mounted(
+            self.child_name(ctx.name),
+            exact={self.file: self.source},
+            whole=True,
+            replica_types=replica_types,
+            what=self.file,
+        )
+
     def config_map(self, ctx: JobContext) -> Json:
         return {
             "apiVersion": "v1",
@@ -227,6 +239,8 @@ class Extension(Faces, ABC):
     docs: tuple[AnnotationDoc, ...]
     # Child types besides pods and Services that `children` may return.
     child_types: tuple[ChildType, ...] = ()
+    # The package files this extension may ship to a job's pods (each a ConfigMap child).
+    shipped: tuple[ShippedFile, ...] = ()
 
     @abstractmethod
     def owns(self, key: str) -> bool:
@@ -260,6 +274,12 @@ class Extension(Faces, ABC):
     def children(self, ctx: JobContext, values: Mapping[str, str], state: JobState) -> Addons:
         """The children this extension gives the admitted job now. Pure: same input, same output."""
         return Addons()
+
+    def mounts(self, ctx: JobContext, values: Mapping[str, str]) -> tuple[Mounted, ...]:
+        """The ConfigMap children among `children` whose content the pods run (a `ShippedFile`'s
+        `mounted`): a pod that mounts one is created only once it is the job's own with that content, and
+        waits until then (trainop.job.mounts). None by default."""
+        return ()
 
     def explain_failure(self, ctx: JobContext, values: Mapping[str, str], failure: ReplicaFailure) -> str:
         """Why the admitted job's replica failed, when this extension made it run something the user did

@@ -17,6 +17,7 @@ from trainop.api.kinds import KindInfo
 from trainop.api.models import Model
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, Event
+from trainop.job.mounts import Mounted
 from trainop.job.observed import Children, ObservedPod
 from trainop.jsontypes import Json
 
@@ -84,6 +85,16 @@ class Framework:
     def extra_children(self, ctx: JobContext, pods: Sequence[ObservedPod], active: bool) -> list[Json]:
         """Children besides pods and services; `active` is False once the job is finished or suspended."""
         return []
+
+    def mounts(self, ctx: JobContext) -> tuple[Mounted, ...]:
+        """The ConfigMap children among `extra_children` whose content the pods run: a pod mounting one
+        waits until it is the job's own with that content (trainop.job.mounts)."""
+        return ()
+
+    def mounted_names(self, job_name: str) -> tuple[str, ...]:
+        """The names of every ConfigMap `mounts` may return for a job called `job_name`, whatever its
+        spec (the customize hook asks Metacontroller for same-named objects by these names)."""
+        return ()
 
     # ---- roles and status -------------------------------------------------------------------------
     def is_master_role(self, ctx: JobContext, rtype: str, index: int) -> bool:

@@ -17,6 +17,7 @@ from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import Framework, env
 from trainop.job.context import JobContext
 from trainop.job.event import NORMAL, WARNING, Event
+from trainop.job.mounts import Mounted
 from trainop.job.observed import Children, ObservedPod, objects
 from trainop.jsontypes import Json
 
@@ -91,6 +92,24 @@ CONTAINER_NAME_MAX = 63
 
 def _is_container_name(name: str) -> bool:
     return len(name) <= CONTAINER_NAME_MAX and DNS1123_LABEL.fullmatch(name) is not None
+
+
+def config_name(job_name: str) -> str:
+    """The job's ConfigMap child: kubexec.sh, hostfile and discover_hosts.sh."""
+    return f"{job_name}-config"
+
+
+_HOSTFILE_LINE = re.compile(r"(?P<host>[^\s]+) slots=[1-9][0-9]*")
+_DISCOVER_LINE = re.compile(r"echo (?P<host>[^\s:]+):[1-9][0-9]*")
+
+
+def _lines_name_hosts(text: str, line: re.Pattern[str], hosts: set[str]) -> bool:
+    """Whether every non-empty line of `text` matches `line` and names one of `hosts`."""
+    for raw in text.split("\n"):
+        m = line.fullmatch(raw)
+        if raw and (m is None or m.group("host") not in hosts):
+            return False
+    return True
 
 
 def _controlled_by(pod: ObservedPod, uid: str) -> bool:
@@ -251,7 +270,7 @@ class MPI(Framework):
         spec = dict(pod["spec"])
         first = dict(spec["containers"][0])
         spec["containers"] = [first, *spec["containers"][1:]]
-        config_map = {"name": f"{ctx.name}-config"}
+        config_map = {"name": config_name(ctx.name)}
         if rtype == "Launcher":
             spec.setdefault("serviceAccountName", self.service_account(ctx))
             items = [
@@ -292,6 +311,31 @@ class MPI(Framework):
         account = self.service_account(ctx)
         observed = (children.get(SERVICE_ACCOUNT) or {}).values()
         return not any(o["metadata"]["name"] == account for o in observed)
+
+    def mounted_names(self, job_name: str) -> tuple[str, ...]:
+        return (config_name(job_name),)
+
+    def mounts(self, ctx: JobContext) -> tuple[Mounted, ...]:
+        """The launcher runs kubexec.sh (mpirun's rsh agent) and discover_hosts.sh from `<job>-config`,
+        and the workers mount it too: kubexec.sh must be ours byte for byte; the hostfile and
+        discover_hosts.sh follow the workers, so they must only have our form and name the job's hosts."""
+        hosts = {ctx.host("Launcher", 0), *(ctx.host("Worker", i) for i in range(ctx.replicas("Worker")))}
+
+        def hostfile(text: str) -> bool:
+            return _lines_name_hosts(text, _HOSTFILE_LINE, hosts)
+
+        def discover(text: str) -> bool:
+            head, _, rest = text.partition("\n")
+            return head == "#!/bin/sh" and _lines_name_hosts(rest, _DISCOVER_LINE, hosts)
+
+        return (
+            Mounted(
+                config_name(ctx.name),
+                exact={"kubexec.sh": self.kubexec(ctx)},
+                forms={"hostfile": hostfile, "discover_hosts.sh": discover},
+                what="kubexec.sh",
+            ),
+        )
 
     def hostfile(self, ctx: JobContext) -> str:
         slots = self.slots(ctx)
@@ -358,7 +402,7 @@ class MPI(Framework):
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": {"name": f"{ctx.name}-config", **meta},
+                "metadata": {"name": config_name(ctx.name), **meta},
                 "data": {
                     "hostfile": self.hostfile(ctx),
                     "kubexec.sh": self.kubexec(ctx),

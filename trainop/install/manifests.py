@@ -78,6 +78,12 @@ def child_resources(info: KindInfo, gang_scheduler: str = "") -> list[Json]:
     return [c.rule() for c in children]
 
 
+# The hooks every CompositeController calls, each at `<hooks URL>/<name>`. `customize` asks Metacontroller
+# to send, with each sync, the ConfigMaps named like those the job's pods run, whoever owns them
+# (trainop.controller.related), so the sync can report one it does not own.
+HOOKS: tuple[str, ...] = ("sync", "customize")
+
+
 def controller_name(info: KindInfo) -> str:
     return f"trainop-{info.controller_name}"
 
@@ -100,7 +106,9 @@ def composite_controller(
             "resyncPeriodSeconds": resync_period_seconds,
             "parentResource": {"apiVersion": f"{GROUP}/{VERSION}", "resource": info.plural},
             "childResources": child_resources(info, gang_scheduler),
-            "hooks": {"sync": {"webhook": {"url": f"{hooks_url}/sync", "timeout": HOOK_TIMEOUT}}},
+            "hooks": {
+                hook: {"webhook": {"url": f"{hooks_url}/{hook}", "timeout": HOOK_TIMEOUT}} for hook in HOOKS
+            },
         },
     }
 
@@ -278,6 +286,7 @@ def chart_kinds(kinds: Iterable[KindInfo] = KINDS.values()) -> Json:
             for info in kinds
         ],
         "podGroupChildren": {name: rule.rule() for name, rule in PODGROUP_CHILDREN.items()},
+        "hooks": list(HOOKS),
     }
 
 

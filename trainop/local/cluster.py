@@ -77,6 +77,9 @@ class LocalCluster:
     # ConfigMaps of the job's own file (its scripts): present before the job, as `kubectl apply` of the
     # file creates them, and never reported to the hook as children of the job.
     given_config_maps: Mapping[str, Json] = field(default_factory=dict)
+    # The job as Metacontroller's controller reference names it, set on every child stored, as
+    # Metacontroller sets it on every child it creates: the sync mounts only ConfigMaps the job controls.
+    owner: Json | None = None
 
     @property
     def logs_dir(self) -> Path:
@@ -163,6 +166,8 @@ class LocalCluster:
         meta.setdefault("namespace", "default")
         meta["uid"] = old.get("uid") or str(uuid.uuid4())
         meta["creationTimestamp"] = old.get("creationTimestamp") or timestamp(datetime.now(UTC))
+        if self.owner is not None and not meta.get("ownerReferences"):
+            meta["ownerReferences"] = [dict(self.owner)]
         return out
 
     def _write_config_map(self, config_map: Json) -> None:

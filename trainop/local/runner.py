@@ -18,6 +18,7 @@ from trainop.controller.sync import sync
 from trainop.frameworks import kind_info
 from trainop.job.addresses import LocalAddresses
 from trainop.job.conditions import finished, is_true
+from trainop.job.mounts import controller_ref
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
 from trainop.local import ports
@@ -104,6 +105,7 @@ class LocalRun:
             sandbox,
             options.grace,
             given_config_maps=manifest.config_maps,
+            owner=controller_ref(job),
             devices=options.devices or Allocator(detect()),
         )
         self.followers: dict[Path, LogFollower] = {}

@@ -19,6 +19,7 @@ from trainop.extensions.base import Addons, AnnotationDoc, Draft, Extension, Job
 from trainop.extensions.faces import ChartValue, RunOption
 from trainop.extensions.jsonlogs import extension as annotation
 from trainop.job.context import JobContext
+from trainop.job.mounts import Mounted
 from trainop.jsontypes import Json
 
 NAME: Final = "json-logs"
@@ -99,6 +100,7 @@ class JsonLogs(Extension):
 
     name = NAME
     child_types = (ChildType("v1", "configmaps", "InPlace"),)
+    shipped = (SITECUSTOMIZE,)
     docs = (
         AnnotationDoc(
             key=annotation.ANNOTATION,
@@ -181,6 +183,11 @@ class JsonLogs(Extension):
         if values.get(annotation.ANNOTATION) != annotation.JSON:
             return Addons()
         return Addons((SITECUSTOMIZE.config_map(ctx),))
+
+    def mounts(self, ctx: JobContext, values: Mapping[str, str]) -> tuple[Mounted, ...]:
+        if values.get(annotation.ANNOTATION) != annotation.JSON:
+            return ()
+        return (SITECUSTOMIZE.mounted(ctx),)
 
     def decorate_pod(self, ctx: JobContext, values: Mapping[str, str], pod: Json) -> Json:
         if values.get(annotation.ANNOTATION) != annotation.JSON:

@@ -41,6 +41,7 @@ from trainop.extensions.faces import ChartValue
 from trainop.extensions.parameterserver.tf_server import NO_TENSORFLOW
 from trainop.frameworks import KINDS
 from trainop.job.context import JobContext
+from trainop.job.mounts import Mounted
 from trainop.jsontypes import Json
 
 ANNOTATION: Final = f"{PREFIX}default-server"
@@ -223,6 +224,7 @@ class DefaultServer(Extension):
 
     name = NAME
     child_types = (ChildType("v1", "configmaps", "InPlace"),)
+    shipped = (TF_SERVER,)
     docs = (_doc(),)
 
     def __init__(self, env: Mapping[str, str] = os.environ) -> None:
@@ -363,6 +365,14 @@ class DefaultServer(Extension):
         if info is None or not requested(info, values, ctx.replica_specs):
             return Addons()
         return Addons((TF_SERVER.config_map(ctx),))
+
+    def mounts(self, ctx: JobContext, values: Mapping[str, str]) -> tuple[Mounted, ...]:
+        # Defaulting wrote the volume into the templates of the replica types that run the server.
+        info = _serving(ctx.info)
+        served = requested(info, values, ctx.replica_specs) if info is not None else {}
+        if not served:
+            return ()
+        return (TF_SERVER.mounted(ctx, frozenset(served)),)
 
     def explain_failure(self, ctx: JobContext, values: Mapping[str, str], failure: ReplicaFailure) -> str:
         info = _serving(ctx.info)
