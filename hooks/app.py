@@ -15,6 +15,7 @@ import orjson
 from flask import Flask, Response, request
 
 from hooks import metrics
+from hooks.bodycost import Allowance, body_cost, check_children, too_many_children
 from hooks.kubeapi import ApiClient, Deleter, default_deleter
 from hooks.recorder import Recorder
 from hooks.request import HookRequest, parse
@@ -22,7 +23,7 @@ from hooks.settings import MAX_BODY, MAX_INFLIGHT, MAX_RESPONSE, HookSettings, c
 from trainop.controller import ttl
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
-from trainop.jsoncost import Budget, Claim, TooCostly, check_parse_cost
+from trainop.jsoncost import Budget, Claim, TooCostly
 from trainop.jsonshape import BadRequest
 
 log = logging.getLogger("trainop.hooks")
@@ -56,7 +57,10 @@ class HookServer:
     recorder: Recorder | None
     max_response: int = MAX_RESPONSE.default
 
-    def answer(self, path: str, data: bytes, finalizing_route: bool) -> Response:
+    def answer(
+        self, path: str, data: bytes, finalizing_route: bool, allowance: Allowance | None = None
+    ) -> Response:
+        """The hook's answer to `data`; `allowance`, what its job's children may be (hooks.bodycost)."""
         started = time.perf_counter()
         try:
             hook = parse(_loads(data))
@@ -65,6 +69,12 @@ class HookServer:
             prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
             log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
             return _json({"error": prefix + reason}, 400)
+        if allowance is not None:
+            observed = sum(len(group) for group in hook.children.values())
+            error = too_many_children(hook.parent, observed, allowance)
+            if error:
+                log.info(json.dumps({"path": path, "code": 413, "error": error}))
+                return _json({"error": error}, 413)
         parent = hook.parent
         meta = parent["metadata"]
         entry = {
@@ -173,13 +183,14 @@ def create_app(
                 return _busy(budget)
             data = request.get_data(cache=False)
             try:
-                cost = check_parse_cost(data, budget.limit)
+                cost = body_cost(data, budget.limit)
+                if not claim.grow(cost, BUDGET_WAIT_SECONDS):
+                    return _busy(budget)
+                allowance = check_children(data, cost)
             except TooCostly as exc:
                 log.info(json.dumps({"path": request.path, "code": 413, "error": str(exc)}))
                 return _json({"error": str(exc)}, 413)
-            if not claim.grow(cost, BUDGET_WAIT_SECONDS):
-                return _busy(budget)
-            return server.answer(request.path, data, finalizing_route=finalizing_route)
+            return server.answer(request.path, data, finalizing_route, allowance)
         finally:
             claim.release()
 
