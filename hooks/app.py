@@ -16,6 +16,7 @@ import orjson
 from flask import Flask, Response, request
 
 from hooks import metrics
+from hooks.bodycost import Allowance, body_cost, check_children, too_many_children
 from hooks.kubeapi import ApiClient, Deleter, default_deleter
 from hooks.recorder import Recorder
 from hooks.request import HookRequest, parse, parse_customize
@@ -24,7 +25,7 @@ from trainop.controller import ttl
 from trainop.controller.related import related_resources
 from trainop.controller.sync import sync
 from trainop.job.settings import Settings
-from trainop.jsoncost import Budget, Claim, TooCostly, check_parse_cost
+from trainop.jsoncost import Budget, Claim, TooCostly
 from trainop.jsonshape import BadRequest
 
 log = logging.getLogger("trainop.hooks")
@@ -58,7 +59,10 @@ class HookServer:
     recorder: Recorder | None
     max_response: int = MAX_RESPONSE.default
 
-    def answer(self, path: str, data: bytes, finalizing_route: bool) -> Response:
+    def answer(
+        self, path: str, data: bytes, finalizing_route: bool, allowance: Allowance | None = None
+    ) -> Response:
+        """The hook's answer to `data`; `allowance`, what its job's children may be (hooks.bodycost)."""
         started = time.perf_counter()
         try:
             hook = parse(_loads(data))
@@ -67,6 +71,12 @@ class HookServer:
             prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
             log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
             return _json({"error": prefix + reason}, 400)
+        if allowance is not None:
+            observed = sum(len(group) for group in hook.children.values())
+            error = too_many_children(hook.parent, observed, allowance)
+            if error:
+                log.info(json.dumps({"path": path, "code": 413, "error": error}))
+                return _json({"error": error}, 413)
         parent = hook.parent
         meta = parent["metadata"]
         entry = {
@@ -187,7 +197,7 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = limits.max_body_bytes
     budget = app.config[BUDGET_CONFIG] = Budget(limits.max_inflight_bytes)
 
-    def bounded(handle: Callable[[bytes], Response]) -> Response:
+    def bounded(handle: Callable[[bytes, Allowance | None], Response]) -> Response:
         # The declared length is held while the body is read, the parse estimate while it is answered.
         claim = Claim(budget)
         try:
@@ -195,27 +205,28 @@ def create_app(
                 return _busy(budget)
             data = request.get_data(cache=False)
             try:
-                cost = check_parse_cost(data, budget.limit)
+                cost = body_cost(data, budget.limit)
+                if not claim.grow(cost, BUDGET_WAIT_SECONDS):
+                    return _busy(budget)
+                allowance = check_children(data, cost)
             except TooCostly as exc:
                 log.info(json.dumps({"path": request.path, "code": 413, "error": str(exc)}))
                 return _json({"error": str(exc)}, 413)
-            if not claim.grow(cost, BUDGET_WAIT_SECONDS):
-                return _busy(budget)
-            return handle(data)
+            return handle(data, allowance)
         finally:
             claim.release()
 
     @app.post("/sync")
     def sync_route() -> Response:
-        return bounded(lambda data: server.answer(request.path, data, finalizing_route=False))
+        return bounded(lambda data, allowed: server.answer(request.path, data, False, allowed))
 
     @app.post("/finalize")
     def finalize_route() -> Response:
-        return bounded(lambda data: server.answer(request.path, data, finalizing_route=True))
+        return bounded(lambda data, allowed: server.answer(request.path, data, True, allowed))
 
     @app.post("/customize")
     def customize_route() -> Response:
-        return bounded(lambda data: server.customize(request.path, data))
+        return bounded(lambda data, _: server.customize(request.path, data))
 
     @app.after_request
     def count(response: Response) -> Response:

@@ -28,11 +28,12 @@ MAX_BODY = ByteSize("TRAINOP_HOOK_MAX_BODY_BYTES", 128 * 1024 * 1024)
 # catches what that estimate missed, or is an operator's lower ceiling.
 MAX_RESPONSE = ByteSize("TRAINOP_HOOK_MAX_RESPONSE_BYTES", 64 * 1024 * 1024)
 # Estimated parse memory (trainop.jsoncost) one worker's requests may hold at once, and so the most one
-# request may cost. The chart gives a hook pod 1536Mi for 2 workers of ~50 MiB idle. The largest resyncs
-# of admissible jobs are estimated at ~340 MiB (a TFJob of 1150 replicas) and ~600 MiB (a PyTorchJob of
-# 10,000 replicas with full pod status), a 1000-replica PyTorchJob's at ~62 MiB: real syncs run side by
-# side, floods of large bodies are told to retry, and no admissible body is refused.
-MAX_INFLIGHT = ByteSize("TRAINOP_HOOK_MAX_INFLIGHT_BYTES", 640 * 1024 * 1024)
+# request may cost. Every admissible job's resync must fit alone: with every pod and Service as the
+# apiserver returns them (managedFields, conditions, containerStatuses), a PyTorchJob of 1 + 10,000
+# Workers is a ~125 MiB body estimated at ~1.15 GiB (~0.85 GiB of it really taken at the peak of
+# parsing), and bodies that dense at the 128 MiB body limit at ~1.2 GiB (bench/README.md#largest-jobs).
+# Hostile bodies take at most ~90% of their estimate, so the chart gives a hook pod of 2 workers 3Gi.
+MAX_INFLIGHT = ByteSize("TRAINOP_HOOK_MAX_INFLIGHT_BYTES", 1280 * 1024 * 1024)
 KUBECONFIG = Text(KUBECONFIG_ENV, "")
 
 

@@ -125,7 +125,7 @@ def test_a_bad_byte_size(raw: str) -> None:
 def test_the_hook_settings_default_to_what_the_server_always_used() -> None:
     assert HookSettings.from_env({}) == HookSettings(
         sync=Settings(),
-        limits=HookLimits(128 * 2**20, 640 * 2**20, 64 * 2**20),
+        limits=HookLimits(128 * 2**20, 1280 * 2**20, 64 * 2**20),
         listener=Listener("0.0.0.0:8080", workers=2, threads=8, max_connections=1000, deadlines=Deadlines()),
         metrics=MetricsPort("0.0.0.0:8081", MetricsLimits()),
         kubeconfig="",

@@ -11,9 +11,12 @@ limit together. docs/limits.md states the limits and what a client sees.
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 # Python bytes per JSON byte that opens a container or separates two values, measured for CPython 3.11
 # with orjson: a list ~72 B (with its slot in the parent), a dict ~200 B, any further value ~72 B at most
@@ -34,14 +37,57 @@ class TooCostly(ValueError):
     """The body would take more memory once parsed than any real request of its size; for an HTTP 413."""
 
 
-def parse_cost(data: bytes) -> int:
-    """An upper-bound estimate of the memory (bytes) that parsing `data` as JSON allocates."""
+def parse_cost(data: bytes, start: int = 0, end: int | None = None) -> int:
+    """An upper-bound estimate of the memory (bytes) that parsing `data[start:end]` as JSON allocates.
+
+    Additive: the cost of a body is the sum of the costs of any split of it, so a part can be judged on
+    its own (no copy is made)."""
+    stop = len(data) if end is None else min(end, len(data))
     return (
-        len(data)
-        + COST_PER_COMMA * data.count(b",")
-        + COST_PER_BRACKET * data.count(b"[")
-        + COST_PER_BRACE * data.count(b"{")
+        max(0, stop - start)
+        + COST_PER_COMMA * data.count(b",", start, stop)
+        + COST_PER_BRACKET * data.count(b"[", start, stop)
+        + COST_PER_BRACE * data.count(b"{", start, stop)
     )
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def leading_member(data: bytes, key: str, before: tuple[str, ...], limit: int) -> tuple[Any, int] | None:
+    """The value of the member `key` of the JSON object `data`, and the byte offset where it ends, when
+    only members named in `before` precede it and it ends within the first `limit` bytes; else None.
+
+    Only those members are parsed (by the standard library's C scanner), never what follows them, so
+    a caller can learn from the head of a large body what the rest of it may cost before parsing it.
+    Their memory is at most parse_cost of the head, which the caller holds already."""
+    text = data[:limit].decode("utf-8", "surrogateescape")
+    decoder = json.JSONDecoder()
+    at = _skip(text, 0)
+    if not text.startswith("{", at):
+        return None
+    at += 1
+    try:
+        while True:
+            at = _skip(text, at)
+            name, at = decoder.raw_decode(text, at)
+            at = _skip(text, at)
+            if not isinstance(name, str) or not text.startswith(":", at) or name not in (key, *before):
+                return None
+            value, at = decoder.raw_decode(text, _skip(text, at + 1))
+            if name == key:
+                return value, len(text[:at].encode("utf-8", "surrogateescape"))
+            at = _skip(text, at)
+            if not text.startswith(",", at):
+                return None
+            at += 1
+    except (ValueError, RecursionError):  # not JSON, or cut off at `limit`
+        return None
+
+
+def _skip(text: str, at: int) -> int:
+    match = _SPACE.match(text, at)
+    return match.end() if match else at
 
 
 def check_parse_cost(data: bytes, most: int) -> int:

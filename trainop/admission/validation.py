@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -106,34 +107,55 @@ def implied_children_bytes(fw: Framework, job: Json) -> int:
     Per replica type: its replicas times (the pod template + the framework's environment and init
     containers of its first and last pod, whichever is larger + the pod's and its Service's own fields),
     plus the kind's other children. Linear in the replicas even for kinds whose answer is quadratic."""
+    parts = implied_parts(fw, job)
+    service = SERVICE_BYTES if fw.has_services else 0
+    return parts.extra + sum(
+        count * (size + POD_OVERHEAD_BYTES + service) for count, size in parts.replicas.values()
+    )
+
+
+@dataclass(frozen=True)
+class ImpliedParts:
+    """What a job's children are made of, measured without building them: `extra`, the kind's other
+    children; per replica type, its replicas and the size of one pod's template and generated parts
+    (environment and init containers of its first or last pod, the larger)."""
+
+    extra: int
+    replicas: dict[str, tuple[int, int]]
+
+
+def implied_parts(fw: Framework, job: Json, measure: Callable[[bytes], int] = len) -> ImpliedParts:
+    """The parts of the children `job` implies, each JSON document sized by `measure` (bytes by default)."""
     ctx = JobContext(fw.info, job, Settings())
-    total = _generated_bytes(lambda: [fw.extra_children(ctx, [], True)])
+    extra = _generated_size(lambda: [fw.extra_children(ctx, [], True)], measure)
+    replicas: dict[str, tuple[int, int]] = {}
     for rtype, rspec in ctx.replica_specs.items():
         count = ctx.replicas(rtype)
         if count <= 0:
             continue
-        generated = max(_pod_generated_bytes(fw, ctx, rtype, i) for i in {0, count - 1})
-        service = SERVICE_BYTES if fw.has_services else 0
-        total += count * (len(orjson.dumps(rspec["template"])) + generated + POD_OVERHEAD_BYTES + service)
-    return total
+        generated = max(_pod_generated_size(fw, ctx, rtype, i, measure) for i in {0, count - 1})
+        replicas[rtype] = (count, measure(orjson.dumps(rspec["template"])) + generated)
+    return ImpliedParts(extra, replicas)
 
 
-def _pod_generated_bytes(fw: Framework, ctx: JobContext, rtype: str, index: int) -> int:
+def _pod_generated_size(
+    fw: Framework, ctx: JobContext, rtype: str, index: int, measure: Callable[[bytes], int]
+) -> int:
     """The environment (in every container that gets it) and init containers of one pod."""
     targets = len(fw.env_container_indexes(ctx, rtype, ctx.containers(rtype)))
-    return _generated_bytes(
-        lambda: [fw.env(ctx, rtype, index)] * targets + [fw.init_containers(ctx, rtype, index)]
+    return _generated_size(
+        lambda: [fw.env(ctx, rtype, index)] * targets + [fw.init_containers(ctx, rtype, index)], measure
     )
 
 
-def _generated_bytes(build: Callable[[], list[Any]]) -> int:
-    """The JSON bytes of what a framework generates, or 0 if it cannot read the job's templates.
+def _generated_size(build: Callable[[], list[Any]], measure: Callable[[bytes], int]) -> int:
+    """The size of what a framework generates, or 0 if it cannot read the job's templates.
 
     Validation does not look inside pod templates (the CRD schema does, on a cluster); a template the
     framework cannot read (a port that is not an object, say) makes the sync refuse the job with a 400
     before anything is built, so there is nothing to bound."""
     try:
-        return sum(len(orjson.dumps(part)) for part in build())
+        return sum(measure(orjson.dumps(part)) for part in build())
     except (AttributeError, KeyError, TypeError, ValueError, IndexError):
         return 0
 
