@@ -66,6 +66,27 @@ class ApiClient:
     def get_job(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self._answer("GET", self._job_path(kind, namespace, name), missing=404)
 
+    def get_job_at(self, kind: str, namespace: str, name: str, revision: str) -> dict[str, Any] | None:
+        """The job as it was at `revision` (its resourceVersion then), read from the apiserver's history
+        with an exact-revision list; None when the job did not exist then or the revision is compacted."""
+        info = kind_info(kind)
+        query = urllib.parse.urlencode(
+            {
+                "fieldSelector": f"metadata.name={name}",
+                "resourceVersion": revision,
+                "resourceVersionMatch": "Exact",
+            }
+        )
+        path = f"/apis/kubeflow.org/v1/namespaces/{_quoted(namespace)}/{info.plural}?{query}"
+        try:
+            listing = self.kube.request("GET", path)
+        except ApiError as exc:
+            if exc.status in (400, 404, 410):  # not a revision, no such namespace, or compacted
+                return None
+            raise
+        items = (listing or {}).get("items") or []
+        return dict(items[0]) if len(items) == 1 else None
+
     def delete_job(self, job: dict[str, Any]) -> bool:
         info = kind_info(str(job["kind"]))
         meta = job["metadata"]

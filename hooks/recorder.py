@@ -6,6 +6,9 @@ the thread writes only what the apiserver's copy of the job justifies (docs/limi
 
 * it reads the job and records nothing unless a job of that name with that uid exists and its spec is
   the one the sync computed from (a forged replica type, or a spec the caller made up, writes nothing);
+  when the spec changed since (a job suspended and resumed before the writer got to the batch), the
+  job as it was at the request's resourceVersion, read from the apiserver's history, must have that
+  spec: what the sync saw was real then, so its Events are true;
 * a validation failure is recorded only if the apiserver's copy fails validation with the same message;
 * every event is bounded (trainop.job.event) and rate-limited: per job like client-go's spam filter,
   and per process, so no caller can write faster than SPAM_* and PROCESS_* allow;
@@ -68,6 +71,8 @@ PATCH_ATTEMPTS = 3
 class EventApi(Protocol):
     def get_job(self, kind: str, namespace: str, name: str) -> Json | None: ...
 
+    def get_job_at(self, kind: str, namespace: str, name: str, revision: str) -> Json | None: ...
+
     def create_event(self, namespace: str, event: Json) -> bool: ...
 
     def get_event(self, namespace: str, name: str) -> Json | None: ...
@@ -86,6 +91,8 @@ class Batch:
     transitions: tuple[tuple[str, ...], ...] = ()
     # spec_digest of the job as the sync saw it
     spec: str = ""
+    # the job's resourceVersion in the request
+    revision: str = ""
 
 
 def spec_digest(job: Json) -> str:
@@ -165,7 +172,10 @@ class Recorder:
             if not fresh and not transitions:
                 return
             self._ensure_thread()
-            batch = Batch(str(parent["kind"]), namespace, name, uid, fresh, transitions, spec_digest(parent))
+            revision = str(meta.get("resourceVersion") or "")
+            batch = Batch(
+                str(parent["kind"]), namespace, name, uid, fresh, transitions, spec_digest(parent), revision
+            )
             self.queue.put_nowait(batch)
         except queue.Full:
             log.warning(json.dumps({"event": "events-dropped", "reason": "queue full", "count": len(events)}))
@@ -214,9 +224,12 @@ class Recorder:
             metrics.record_dropped_events("no-such-job", len(batch.events))
             return
         if not deleted and spec_digest(job) != batch.spec:
-            _log("events-skipped", batch, reason="the request's spec is not the apiserver's")
-            metrics.record_dropped_events("spec-differs", len(batch.events))
-            return
+            then = self._as_it_was(batch)
+            if then is None:
+                _log("events-skipped", batch, reason="the request's spec is not the apiserver's, now or then")
+                metrics.record_dropped_events("spec-differs", len(batch.events))
+                return
+            job = then
         metrics.count_confirmed(job, batch.transitions)
         for event in batch.events:
             if event.validation and not self._fails_validation(job, event):
@@ -229,6 +242,15 @@ class Recorder:
                 self._record(job, event)
             except Exception:
                 log.exception("recording %s for %s/%s failed", event.reason, batch.namespace, batch.name)
+
+    def _as_it_was(self, batch: Batch) -> Json | None:
+        """The job at the request's resourceVersion, if it had the request's uid and spec then."""
+        if not batch.revision:
+            return None
+        then = self.api.get_job_at(batch.kind, batch.namespace, batch.name, batch.revision)
+        if then is None or (then.get("metadata") or {}).get("uid") != batch.uid:
+            return None
+        return then if spec_digest(then) == batch.spec else None
 
     @staticmethod
     def _fails_validation(job: Json, event: Event) -> bool:

@@ -32,6 +32,8 @@ class FakeEventApi:
 
     def __init__(self, job_on_server: Json | None = JOB) -> None:
         self.job = copy.deepcopy(job_on_server)
+        # resourceVersion -> the job as it was then (the apiserver's history, until compacted)
+        self.history: dict[str, Json] = {}
         self.events: dict[str, Json] = {}
         self.requests: list[str] = []
         self.gate = threading.Event()
@@ -42,6 +44,10 @@ class FakeEventApi:
         self.gate.wait()
         self.requests.append("get-job")
         return copy.deepcopy(self.job)
+
+    def get_job_at(self, kind: str, namespace: str, name: str, revision: str) -> Json | None:
+        self.requests.append(f"get-job-at-{revision}")
+        return copy.deepcopy(self.history.get(revision))
 
     def create_event(self, namespace: str, event: Json) -> bool:
         self.requests.append("create")
@@ -71,9 +77,10 @@ class FakeEventApi:
         return True
 
 
-def batch(*events: Event, uid: str = "u1", spec: Json | None = None) -> Batch:
-    """A batch from a sync of JOB (or of JOB with `spec`)."""
-    return Batch("PyTorchJob", "ns", "j", uid, events, spec=spec_digest({"spec": spec or JOB["spec"]}))
+def batch(*events: Event, uid: str = "u1", spec: Json | None = None, revision: str = "") -> Batch:
+    """A batch from a sync of JOB (or of JOB with `spec`) at `revision`."""
+    digest = spec_digest({"spec": spec or JOB["spec"]})
+    return Batch("PyTorchJob", "ns", "j", uid, events, spec=digest, revision=revision)
 
 
 def recorder(api: FakeEventApi) -> Recorder:
@@ -289,6 +296,44 @@ def test_nothing_is_recorded_when_the_requests_spec_is_not_the_apiservers() -> N
     forged = {**JOB["spec"], "pytorchReplicaSpecs": {"Evil": {"replicas": 1}}}
     recorder(api).write(batch(CREATED, spec=forged))
     assert api.events == {}
+
+
+def suspended(job_: Json, suspend: bool) -> Json:
+    out = copy.deepcopy(job_)
+    out["spec"]["runPolicy"] = {**(out["spec"].get("runPolicy") or {}), "suspend": suspend}
+    return out
+
+
+SUSPENDED = Event("Normal", "PyTorchJobSuspended", "PyTorchJob j is suspended.", "first")
+
+
+def test_events_of_a_spec_the_job_had_at_the_requests_revision_are_recorded_after_it_changed() -> None:
+    api = FakeEventApi(suspended(JOB, False))  # resumed before the writer reached the batch
+    api.history["41"] = suspended(JOB, True)
+    recorder(api).write(batch(SUSPENDED, spec=suspended(JOB, True)["spec"], revision="41"))
+    assert [e["reason"] for e in api.events.values()] == ["PyTorchJobSuspended"]
+    assert "get-job-at-41" in api.requests
+
+
+def test_a_spec_the_job_never_had_at_the_requests_revision_records_nothing() -> None:
+    api = FakeEventApi()
+    api.history["41"] = copy.deepcopy(JOB)
+    forged = {**JOB["spec"], "pytorchReplicaSpecs": {"Evil": {"replicas": 1}}}
+    recorder(api).write(batch(CREATED, spec=forged, revision="41"))
+    assert api.events == {}
+
+
+def test_a_past_job_of_another_uid_records_nothing() -> None:
+    api = FakeEventApi(suspended(JOB, False))
+    api.history["41"] = {**suspended(JOB, True), "metadata": {**JOB["metadata"], "uid": "predecessor"}}
+    recorder(api).write(batch(SUSPENDED, spec=suspended(JOB, True)["spec"], revision="41"))
+    assert api.events == {}
+
+
+def test_the_current_spec_costs_no_read_of_the_history() -> None:
+    api = FakeEventApi()
+    recorder(api).write(batch(CREATED, revision="41"))
+    assert not any(r.startswith("get-job-at") for r in api.requests)
 
 
 def invalid_job() -> Json:

@@ -102,8 +102,8 @@ def test_composite_controllers_call_the_hooks_service(installed: list[Json]) -> 
         assert spec["generateSelector"] is True
         assert spec["parentResource"]["apiVersion"] == "kubeflow.org/v1"
         assert spec["hooks"] == {  # no finalize hook
-            "sync": {"webhook": {"url": f"{base}/sync", "timeout": "10s"}},
-            "customize": {"webhook": {"url": f"{base}/customize", "timeout": "10s"}},
+            "sync": {"webhook": {"url": f"{base}/sync", "timeout": "45s"}},
+            "customize": {"webhook": {"url": f"{base}/customize", "timeout": "45s"}},
         }
         assert 30 <= spec["resyncPeriodSeconds"] <= 3600
         children = {
@@ -323,7 +323,7 @@ def test_hooks_may_only_get_and_delete_jobs_and_record_events(installed: list[Js
     role = one(installed, "ClusterRole", manifests.HOOKS_NAME)
     [rule, events] = role["rules"]
     assert rule["apiGroups"] == ["kubeflow.org"] and set(rule["resources"]) == PLURALS
-    assert sorted(rule["verbs"]) == ["delete", "get"]
+    assert sorted(rule["verbs"]) == ["delete", "get", "list"]
     assert events == {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}
     binding = one(installed, "ClusterRoleBinding", manifests.HOOKS_NAME)
     assert binding["roleRef"]["name"] == manifests.HOOKS_NAME
