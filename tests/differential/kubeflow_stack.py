@@ -77,10 +77,19 @@ def install_serving_cert(cp: ControlPlane, cert_dir: Path = KUBEFLOW_CERT_DIR) -
 class KubeflowStack:
     """A ControlPlane with Kubeflow's CRDs and its training-operator running against it."""
 
-    def __init__(self, work_dir: Path, bin_dir: Path, binary: Path, crds: Path) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        bin_dir: Path,
+        binary: Path,
+        crds: Path,
+        client_flags: tuple[str, ...] = CLIENT_FLAGS,
+    ) -> None:
+        """`client_flags`: the operator's client rate and workers; () runs it at its own defaults."""
         self.cp = ControlPlane(bin_dir, work_dir)
         self.binary = binary
         self.crds = crds
+        self.client_flags = client_flags
         self.operator: ManagedProcess | None = None
         self.metrics_url = ""
 
@@ -105,7 +114,7 @@ class KubeflowStack:
             argv = [
                 str(self.binary), f"--metrics-bind-address=127.0.0.1:{metrics}",
                 f"--health-probe-bind-address=127.0.0.1:{health}", f"--webhook-server-port={webhook}",
-                *(f"--enable-scheme={s}" for s in SCHEMES), *CLIENT_FLAGS,
+                *(f"--enable-scheme={s}" for s in SCHEMES), *self.client_flags,
             ]  # fmt: skip
             self.operator = cp.start_process(
                 "training-operator", argv, env={"MY_POD_NAMESPACE": OPERATOR_NAMESPACE}

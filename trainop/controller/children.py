@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import orjson
+
 from trainop.api import constants as c
 from trainop.api.jsonvalues import copy_json
 from trainop.extensions import Resolved
@@ -31,7 +33,7 @@ def selector(ctx: JobContext, rtype: str) -> str:
 
 
 def pod(ctx: JobContext, fw: Framework, extensions: Resolved, rtype: str, index: int) -> Json:
-    template = copy_json(ctx.templates[rtype])
+    template = orjson.loads(ctx.template_bytes[rtype])
     meta = template.get("metadata") or {}
     spec = template["spec"]
     labels = {

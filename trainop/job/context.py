@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import orjson
+
 from trainop.api.jsonvalues import clean
 from trainop.api.kinds import KindInfo
 from trainop.job.settings import Settings
@@ -50,6 +52,11 @@ class JobContext:
     def templates(self) -> dict[str, Json]:
         """Pod templates by replica type, cleaned once so every pod built from them is clean."""
         return {rtype: clean(spec["template"]) for rtype, spec in self.replica_specs.items()}
+
+    @cached_property
+    def template_bytes(self) -> dict[str, bytes]:
+        """Each template as JSON: every pod of its type copies it with one decode, not a round trip."""
+        return {rtype: orjson.dumps(template) for rtype, template in self.templates.items()}
 
     def replicas(self, rtype: str) -> int:
         spec = self.replica_specs.get(rtype)
