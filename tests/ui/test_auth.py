@@ -274,6 +274,23 @@ def test_cookies_are_secure_when_the_proxy_says_the_request_came_over_https(runs
     assert cookies and all("Secure" in c and "HttpOnly" in c for c in cookies)
 
 
+def test_a_sign_in_through_a_proxy_that_terminates_tls_passes_the_origin_check(runs: Runs):
+    tls = {"Origin": "https://localhost", "X-Forwarded-Proto": "https"}
+    cookies = sign_in(token_client(runs, Reviewer()), headers=tls)
+    assert any(c.startswith("trainop_token=") for c in cookies)
+
+
+def test_a_sign_in_from_another_host_on_the_same_scheme_is_refused(runs: Runs):
+    client = token_client(runs, Reviewer())
+    csrf = csrf_of(client.get("/signin").text)
+    answer = client.post(
+        "/signin",
+        data={"token": "attackers-token", "csrf": csrf},
+        headers={"Origin": "http://localhost.evil"},
+    )
+    assert answer.status_code == 403
+
+
 def test_cookies_are_secure_on_a_request_over_https(runs: Runs):
     cookies = sign_in(token_client(runs, Reviewer()), base_url="https://localhost")
     assert cookies and all("Secure" in c for c in cookies)

@@ -253,4 +253,11 @@ def csrf_ok(request: Request) -> bool:
     if not isinstance(expected, str) or not hmac.compare_digest(expected, sent):
         return False
     origin = request.headers.get("Origin")
-    return origin is None or origin == request.host_url.rstrip("/")
+    return origin is None or same_origin(origin, request)
+
+
+def same_origin(origin: str, request: Request) -> bool:
+    """Whether a browser's Origin is this UI's: its host as the request names it, over http or https,
+    since behind a proxy that terminates TLS the browser's scheme is https while the UI sees http."""
+    scheme, sep, host = origin.partition("://")
+    return bool(sep) and scheme in ("http", "https") and host == request.host
