@@ -198,3 +198,15 @@ def test_the_values_grafana_example_links_the_job_pre_selected(tmp_path: Path) -
     assert "var-pod=mnist-worker-0" in by_scope["pod"].expand(pod)
     replica = {**job, "replica": {"type": "Worker"}}
     assert "var-job=mnist&var-replica=Worker" in by_scope["replica"].expand(replica)
+
+
+def test_a_group_name_with_a_comma_fails_to_render(helm: tuple[str, Path]) -> None:
+    result = helm_template(helm, *PROXY, "ui.auth.impersonateGroups[0]=ml\\,ops")
+    assert result.returncode != 0
+    assert "ui.auth.impersonateGroups: ml,ops: a group name with a comma" in result.stderr
+
+
+def test_in_token_mode_named_groups_grant_no_impersonation(helm: tuple[str, Path]) -> None:
+    rendered = render(helm, "ui.enabled=true", "ui.auth.impersonateGroups[0]=ml")
+    rules = one(rendered, "ClusterRole", UI)["rules"]
+    assert not [r for r in rules if "impersonate" in r["verbs"]]
