@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, expect
 from trainop_stack import Namespace, TrainopStack, job, kwok_annotations, replica
-from ui_served import ADMIN, as_user, served_ui
+from ui_served import ADMIN, GROUP, as_user, served_ui
 
 from tests.browser import artifacts_dir, launched
 
@@ -171,7 +171,7 @@ def test_a_user_who_may_list_only_namespace_a_sees_nothing_of_namespace_b(
 def test_a_user_whose_access_comes_through_their_second_group_sees_and_opens_the_job(
     ui: str, browser: Browser, namespace: Namespace, artifacts: Path
 ) -> None:
-    user, group = f"bob-{uuid.uuid4().hex[:6]}", f"ml-{uuid.uuid4().hex[:6]}"
+    user, group = f"bob-{uuid.uuid4().hex[:6]}", GROUP
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "group-reader"},
         "rules": [

@@ -1,5 +1,6 @@
 """`trainop ui --cluster --auth proxy` against an e2e stack, and browser pages that carry the headers an
-authenticating proxy would add, so every request is made as the user they name."""
+authenticating proxy would add (the secret it shares with the UI, the user, the groups), so every request
+is made as the user they name."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from trainop_stack import TrainopStack
 
 REPO = Path(__file__).resolve().parents[2]
 ADMIN = "ui-admin"
+# The one group the UI impersonates (--impersonate-groups); other groups a page names are left out.
+GROUP = "ml-readers"
+PROXY_SECRET = "e2e-proxy-secret"
 
 
 @contextmanager
@@ -31,8 +35,10 @@ def served_ui(stack: TrainopStack) -> Iterator[str]:
     stack.kubectl("apply", "-f", "-", input=json.dumps(binding))
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--auth", "proxy",
-         "--groups-header", "X-Forwarded-Groups", "--writable", "--port=0"],
-        cwd=REPO, env={**os.environ, "TRAINOP_KUBECONFIG": str(stack.kubeconfig)},
+         "--groups-header", "X-Forwarded-Groups", f"--impersonate-groups={GROUP}", "--writable", "--port=0"],
+        cwd=REPO,
+        env={**os.environ, "TRAINOP_KUBECONFIG": str(stack.kubeconfig),
+             "TRAINOP_UI_PROXY_SECRET": PROXY_SECRET},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -54,6 +60,10 @@ def served_ui(stack: TrainopStack) -> Iterator[str]:
 
 def as_user(browser: Browser, user: str, groups: tuple[str, ...] = ()) -> Page:
     """A page whose every request carries the headers an authenticating proxy would add."""
-    headers = {"X-Forwarded-User": user, **({"X-Forwarded-Groups": ",".join(groups)} if groups else {})}
+    headers = {
+        "X-Trainop-Proxy-Secret": PROXY_SECRET,
+        "X-Forwarded-User": user,
+        **({"X-Forwarded-Groups": ",".join(groups)} if groups else {}),
+    }
     context = browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=headers)
     return context.new_page()

@@ -337,13 +337,22 @@ def test_the_hooks_network_policy_admits_the_bundled_metacontroller_and_no_other
 UI = f"{RELEASE}-ui"
 UI_SA = f"system:serviceaccount:{NAMESPACE}:{UI}"
 PROXY_LABELS = {"app": "ui-proxy"}
+# The Secret the proxy and the UI share (ui.auth.proxySecret), and the one group the UI impersonates.
+PROXY_SECRET = "node-proxy-secret"
+UI_GROUP = "ui-readers"
 
 
 @pytest.fixture(scope="module")
-def ui_release(release: InClusterRelease) -> InClusterRelease:
+def ui_release(release: InClusterRelease, node: NodeControlPlane) -> InClusterRelease:
+    node.kubectl(
+        "create", "secret", "generic", "ui-proxy", "-n", NAMESPACE, f"--from-literal=secret={PROXY_SECRET}"
+    )
     release.upgrade([
         "ui.enabled=true",
+        "ui.auth.mode=proxy",
         "ui.auth.groupsHeader=X-Forwarded-Groups",
+        f"ui.auth.impersonateGroups[0]={UI_GROUP}",
+        "ui.auth.proxySecret.name=ui-proxy",
         "ui.networkPolicy.from[0].podSelector.matchLabels.app=ui-proxy",
     ])  # fmt: skip
     return release
@@ -352,7 +361,11 @@ def ui_release(release: InClusterRelease) -> InClusterRelease:
 def ui_get(node: NodeControlPlane, path: str, user: str, groups: str = "") -> tuple[int, str, str]:
     """Status, content type and body of a GET through the UI's Service, with the proxy's headers."""
     service = node.get_json(f"service/{UI}", "-n", NAMESPACE)
-    headers = {"X-Forwarded-User": user, **({"X-Forwarded-Groups": groups} if groups else {})}
+    headers = {
+        "X-Trainop-Proxy-Secret": PROXY_SECRET,
+        "X-Forwarded-User": user,
+        **({"X-Forwarded-Groups": groups} if groups else {}),
+    }
     request = urllib.request.Request(f"http://{service['spec']['clusterIP']}:80{path}", headers=headers)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -395,7 +408,7 @@ def test_a_proxy_user_sees_through_the_ui_service_the_job_their_view_role_shows(
 def test_a_ui_user_granted_access_through_their_second_group_sees_the_job(
     ui_release: InClusterRelease, node: NodeControlPlane, ns: Namespace
 ) -> None:
-    group = f"ml-{uuid.uuid4().hex[:6]}"
+    group = UI_GROUP
     ns.kubectl("create", "rolebinding", "ui-group", "--clusterrole=view", f"--group={group}")
     suspended_job(ns, "by-group")
     node.wait_until(
@@ -456,7 +469,9 @@ def test_the_ui_pod_is_gunicorn_with_one_worker_as_uid_65532_on_a_read_only_root
         ("list", "pytorchjobs.kubeflow.org", True),
         ("watch", "tfjobs.kubeflow.org", True),
         ("impersonate", "users", True),
-        ("impersonate", "groups", True),
+        ("impersonate", f"groups/{UI_GROUP}", True),
+        ("impersonate", "groups/system:masters", False),
+        ("impersonate", "groups", False),
         ("delete", "pytorchjobs.kubeflow.org", False),
         ("patch", "pytorchjobs.kubeflow.org", False),
         ("list", "pods", False),
@@ -464,7 +479,7 @@ def test_the_ui_pod_is_gunicorn_with_one_worker_as_uid_65532_on_a_read_only_root
         ("create", "tokenreviews.authentication.k8s.io", False),
     ],
 )
-def test_the_ui_service_account_may_watch_jobs_and_impersonate_and_nothing_else(
+def test_the_ui_service_account_may_watch_jobs_and_impersonate_users_and_the_named_group_only(
     ui_release: InClusterRelease, node: NodeControlPlane, verb: str, resource: str, allowed: bool
 ) -> None:
     answer = node.kubectl("auth", "can-i", verb, resource, "-A", f"--as={UI_SA}", check=False).stdout.strip()

@@ -186,9 +186,10 @@ def test_a_valid_wizard_form_shows_its_yaml_and_no_error(root: Path):
 
 
 def test_proxy_auth_without_the_user_header_is_401_and_with_it_names_the_user(root: Path):
-    c = client(root, auth=AuthSettings("proxy", "X-Forwarded-User"))
-    assert c.get("/").status_code == 401
-    assert "signed in as alice" in c.get("/", headers={"X-Forwarded-User": "alice"}).text
+    c = client(root, auth=AuthSettings("proxy", "X-Forwarded-User", proxy_secret="from-the-proxy"))
+    proxy = {"X-Trainop-Proxy-Secret": "from-the-proxy"}
+    assert c.get("/", headers=proxy).status_code == 401
+    assert "signed in as alice" in c.get("/", headers={**proxy, "X-Forwarded-User": "alice"}).text
 
 
 def test_configured_links_are_expanded_over_the_jobs_fields(root: Path):
@@ -244,9 +245,11 @@ def test_a_recorded_tensorboard_that_is_not_an_http_address_is_not_linked(root: 
 
 
 def test_proxy_groups_are_read_from_every_line_of_the_groups_header():
-    auth = Authenticator(AuthSettings("proxy", "X-Forwarded-User", "X-Forwarded-Groups"))
+    settings = AuthSettings("proxy", "X-Forwarded-User", "X-Forwarded-Groups", proxy_secret="s",
+                            groups=("ml", "readers", "b"))  # fmt: skip
+    auth = Authenticator(settings)
     groups = [("X-Forwarded-Groups", "ml, readers"), ("X-Forwarded-Groups", "b")]
-    headers = [("X-Forwarded-User", "alice"), *groups]
+    headers = [("X-Trainop-Proxy-Secret", "s"), ("X-Forwarded-User", "alice"), *groups]
     with Flask(__name__).test_request_context(headers=headers):
         assert auth.user(request).groups == ("ml", "readers", "b")
 

@@ -19,6 +19,7 @@ from trainop.controller.podgroups import KUBERNETES_KEY, PLUGINS_KEY, VOLCANO_KE
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.jsontypes import Json
 from trainop.kubeclient import KubeClient
+from trainop.ui import cluster as cluster_module
 from trainop.ui.app import UiSettings, create_app
 from trainop.ui.auth import AuthSettings
 from trainop.ui.cluster import Cluster, field_errors
@@ -26,6 +27,10 @@ from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API
 from trainop.ui.source import Container, NotAllowed, User
 from trainop.ui.summary import summarize
 from trainop.ui.wizard import Form
+
+# Proxy sign-in as the chart configures it: the proxy proves itself with the secret it shares with the UI.
+PROXY = AuthSettings("proxy", "X-Forwarded-User", proxy_secret="from-the-proxy")
+FROM_PROXY = {"X-Trainop-Proxy-Secret": "from-the-proxy"}
 
 
 def with_tensorboard(obj: Json) -> Json:
@@ -172,10 +177,20 @@ def test_every_group_of_a_proxy_user_is_impersonated_on_a_line_of_its_own() -> N
     threading.Thread(target=server.serve_forever, daemon=True).start()
     client = KubeClient(server=f"http://127.0.0.1:{server.server_port}", context=ssl.create_default_context())
     try:
-        Cluster(client).as_user(User("alice", ("team-a", "ml,readers", "system:authenticated"))).get("/x")
+        Cluster(client).as_user(User("alice", ("team-a", "ml,readers", "b"))).get("/x")
     finally:
         server.shutdown()
-    assert HeaderLines.seen == [["team-a", "ml,readers", "system:authenticated"]]
+    assert HeaderLines.seen == [["team-a", "ml,readers", "b"]]
+
+
+@pytest.mark.parametrize(
+    "user",
+    [User("system:admin"), User("alice", ("team-a", "system:masters")), User("system:serviceaccount:a:b")],
+)
+def test_no_system_user_or_group_is_ever_impersonated(user: User) -> None:
+    client = KubeClient(server="http://127.0.0.1:9", context=ssl.create_default_context())
+    with pytest.raises(NotAllowed, match="never acts as 'system:"):
+        Cluster(client).as_user(user)
 
 
 def test_a_token_users_calls_carry_their_own_token_and_no_impersonation(api: tuple[FakeApi, Cluster]) -> None:
@@ -258,9 +273,9 @@ def test_a_webhooks_refusal_on_the_cluster_is_shown_at_each_field_it_names(api: 
         'admission webhook "validate.trainop.dev" denied the request: '
         f"{WORKER_IMAGE}: Required value: the registry allows only signed images; metadata.name: taken"
     )
-    settings = UiSettings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    settings = UiSettings(writable=True, auth=PROXY)
     client = create_app(cluster, settings).test_client()
-    headers = {"X-Forwarded-User": "alice"}
+    headers = {**FROM_PROXY, "X-Forwarded-User": "alice"}
     csrf = re.search(r'name="csrf-token" content="([^"]+)"', client.get("/new", headers=headers).text)
     assert csrf
     form = {"kind": "PyTorchJob", "name": "a", "namespace": "team-a", "Worker.replicas": "1",
@@ -333,13 +348,14 @@ def test_an_empty_tensorboard_template_shows_no_tensorboard_link(api: tuple[Fake
 def test_a_writable_ui_offers_a_jobs_actions_only_to_users_rbac_lets_do_them(api: tuple[FakeApi, Cluster]):
     fake, cluster = api
     fake.writers.add("alice")
-    settings = UiSettings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    settings = UiSettings(writable=True, auth=PROXY)
     client = create_app(cluster, settings).test_client()
-    page = client.get("/job/team-a/PyTorchJob/mnist", headers={"X-Forwarded-User": "alice"}).text
+    alice, bob = {**FROM_PROXY, "X-Forwarded-User": "alice"}, {**FROM_PROXY, "X-Forwarded-User": "bob"}
+    page = client.get("/job/team-a/PyTorchJob/mnist", headers=alice).text
     assert (
         "/action/suspend/team-a/PyTorchJob/mnist" in page and "/action/delete/team-a/PyTorchJob/mnist" in page
     )
-    page = client.get("/job/team-a/PyTorchJob/mnist", headers={"X-Forwarded-User": "bob"}).text
+    page = client.get("/job/team-a/PyTorchJob/mnist", headers=bob).text
     assert "/action/" not in page
 
 
@@ -348,11 +364,11 @@ def test_the_wizard_offers_create_only_to_users_rbac_lets_create_in_the_forms_na
 ):
     fake, cluster = api
     fake.writers.add("alice")
-    settings = UiSettings(writable=True, auth=AuthSettings("proxy", "X-Forwarded-User"))
+    settings = UiSettings(writable=True, auth=PROXY)
     client = create_app(cluster, settings).test_client()
-    page = client.get("/new?kind=PyTorchJob", headers={"X-Forwarded-User": "alice"}).text
+    page = client.get("/new?kind=PyTorchJob", headers={**FROM_PROXY, "X-Forwarded-User": "alice"}).text
     assert 'value="create"' in page and 'value="dry-run"' in page
-    page = client.get("/new?kind=PyTorchJob", headers={"X-Forwarded-User": "bob"}).text
+    page = client.get("/new?kind=PyTorchJob", headers={**FROM_PROXY, "X-Forwarded-User": "bob"}).text
     assert 'value="create"' not in page and 'value="dry-run"' not in page
     assert "You may not create PyTorchJobs in namespace default." in page
 
@@ -452,3 +468,16 @@ def test_a_running_jobs_page_asks_for_no_scheduling_status(api: tuple[FakeApi, C
     fake.served.update(POD_GROUP_APIS)
     cluster.detail(User("alice"), "team-a/PyTorchJob/mnist")
     assert not [path for _, path, _ in fake.seen if "/podgroups/" in path]
+
+
+def test_the_access_review_cache_keeps_at_most_its_capacity_of_answers(
+    api: tuple[FakeApi, Cluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cluster_module, "MAX_ACCESS_ANSWERS", 50)
+    fake, cluster = api
+    bounded = Cluster(cluster.client)
+    for i in range(200):
+        bounded.may_list(User(f"user-{i}"), "PyTorchJob", "team-a")
+    assert len(bounded.access) == 50
+    asked = len(fake.seen)
+    assert bounded.may_list(User("user-199"), "PyTorchJob", "team-a") and len(fake.seen) == asked

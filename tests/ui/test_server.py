@@ -27,7 +27,8 @@ from tests.ui.helpers import pytorch, with_status
 from trainop.ui.app import UiSettings
 
 REPO = Path(__file__).resolve().parents[2]
-USER = {"X-Forwarded-User": "alice"}
+SECRET = {"TRAINOP_UI_PROXY_SECRET": "from-the-proxy"}
+USER = {"X-Trainop-Proxy-Secret": "from-the-proxy", "X-Forwarded-User": "alice"}
 
 
 class Apiserver(BaseHTTPRequestHandler):
@@ -74,7 +75,7 @@ def ui(tmp_path: Path) -> Iterator[str]:
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "ui"}}],
     }))  # fmt: skip
     deadlines = {"TRAINOP_UI_RESPONSE_TIMEOUT": "1", "TRAINOP_UI_BODY_TIMEOUT": "1"}
-    env = {**os.environ, "TRAINOP_KUBECONFIG": str(kubeconfig), **deadlines}
+    env = {**os.environ, "TRAINOP_KUBECONFIG": str(kubeconfig), **deadlines, **SECRET}
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--auth", "proxy", "--port", "0"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -145,3 +146,14 @@ def test_streams_past_the_bound_get_503_while_pages_are_still_served(ui: str) ->
             assert refused.status == 503
             assert refused.getheader("Retry-After") == "5"
         assert get(ui)[0] == 200
+
+
+def test_the_ui_refuses_to_start_in_proxy_mode_without_the_proxys_secret() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRAINOP_UI_PROXY_SECRET"}
+    done = subprocess.run(
+        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--auth", "proxy", "--host", "0.0.0.0"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--auth proxy needs the secret the proxy sends in X-Trainop-Proxy-Secret" in done.stderr
+    assert "set TRAINOP_UI_PROXY_SECRET" in done.stderr

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from flask import Flask, Response, abort, g, redirect, render_template, request, url_for
+from flask import Flask, Response, abort, g, redirect, render_template, request, session, url_for
+from flask.sessions import SecureCookieSessionInterface
 from markupsafe import Markup
 from werkzeug.utils import secure_filename
 
@@ -31,7 +32,17 @@ from trainop.jsontypes import Json
 from trainop.kubeclient import KUBECONFIG_ENV
 from trainop.local.logs import replica_name
 from trainop.serving import Deadlines
-from trainop.ui.auth import TOKEN_COOKIE, Authenticator, AuthSettings, Unauthenticated, csrf_ok, csrf_token
+from trainop.ui.auth import (
+    TOKEN_COOKIE,
+    Authenticator,
+    AuthSettings,
+    Refused,
+    TooManyReviews,
+    Unauthenticated,
+    csrf_ok,
+    csrf_token,
+    secure_request,
+)
 from trainop.ui.links import Link
 from trainop.ui.scheduling import why_pending
 from trainop.ui.source import Container, Detail, Invalid, NotAllowed, Source, User
@@ -134,10 +145,22 @@ def age(seconds: float | None) -> str:
     return f"{seconds}s"
 
 
+class SessionCookies(SecureCookieSessionInterface):
+    """flask's signed session cookie (it holds the CSRF token), Secure by the same rule as the sign-in
+    cookie (trainop.ui.auth.secure_request) instead of one fixed setting."""
+
+    def __init__(self, always_secure: bool) -> None:
+        self.always_secure = always_secure
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        return secure_request(request, self.always_secure)
+
+
 def create_app(source: Source, settings: UiSettings, authenticator: Authenticator | None = None) -> Flask:
     app = Flask(__name__, static_folder=str(HERE / "static"), template_folder=str(HERE / "templates"))
     app.secret_key = secrets.token_bytes(32)
     app.config.update(SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_HTTPONLY=True)
+    app.session_interface = SessionCookies(settings.auth.secure_cookies)
     auth = authenticator or Authenticator(settings.auth)
     streams = threading.BoundedSemaphore(settings.max_streams)
     app.jinja_env.globals.update(age=age, row_id=row_id, why_pending=why_pending)
@@ -154,6 +177,11 @@ def create_app(source: Source, settings: UiSettings, authenticator: Authenticato
             g.user = auth.user(request)
         except Unauthenticated as exc:
             return render_template("signin.html", message=str(exc), settings=settings), 401
+        except Refused as exc:
+            return render_template("error.html", code=403, message=str(exc)), 403
+        except TooManyReviews as exc:
+            page = render_template("signin.html", message=str(exc), settings=settings)
+            return page, 429, {"Retry-After": str(exc.retry_after)}
         return None
 
     @app.context_processor
@@ -391,9 +419,16 @@ def create_app(source: Source, settings: UiSettings, authenticator: Authenticato
     def signin() -> Any:
         if request.method == "GET":
             return render_template("signin.html", message="", settings=settings)
+        # Without this check another site could sign a browser in as the attacker (login CSRF), and
+        # whatever the victim then creates would be the attacker's to read.
+        if not csrf_ok(request):
+            message = "the sign-in form is stale or not from this page (CSRF check): sign in again"
+            return render_template("signin.html", message=message, settings=settings), 403
         token = request.form.get("token", "").strip()
+        session.pop("csrf", None)  # a new session gets a new CSRF token
         response = redirect(url_for("jobs"), 303)
-        response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", secure=request.is_secure)
+        secure = secure_request(request, settings.auth.secure_cookies)
+        response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict", secure=secure)
         return response
 
     @app.errorhandler(403)

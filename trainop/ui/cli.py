@@ -13,10 +13,11 @@ from typing import Any
 from flask import Flask
 from werkzeug.serving import ThreadedWSGIServer
 
+from trainop.envvalues import Text
 from trainop.kubeclient import connect
 from trainop.local.fetch import is_loopback_host
 from trainop.ui.app import TENSORBOARD_URL, UiSettings, create_app
-from trainop.ui.auth import MODES, AuthSettings
+from trainop.ui.auth import MODES, PROXY_SECRET_ENV, PROXY_SECRET_HEADER, AuthSettings, check_settings
 from trainop.ui.cluster import cluster_source
 from trainop.ui.links import load_links
 from trainop.ui.runs import Runs
@@ -26,6 +27,9 @@ DEFAULT_RUNS = Path("trainop-runs")
 # Open connections served at once by the local server; past this a new one gets a 503 at once instead
 # of a thread. (A cluster's UI is served by gunicorn: trainop/ui/gunicorn_conf.py.)
 MAX_CONNECTIONS = 128
+# The secret the authenticating proxy sends (--auth proxy): from the environment, never an argument a
+# process listing shows.
+PROXY_SECRET = Text(PROXY_SECRET_ENV, "")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +60,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--user-header", default="X-Forwarded-User", help="with --auth proxy: the header naming the user"
     )
     parser.add_argument("--groups-header", default="", help="with --auth proxy: the header listing groups")
+    parser.add_argument(
+        "--proxy-secret-header",
+        default=PROXY_SECRET_HEADER,
+        help=f"with --auth proxy: the header carrying the secret shared with the proxy, whose value is "
+        f"{PROXY_SECRET_ENV} (default {PROXY_SECRET_HEADER})",
+    )
+    parser.add_argument(
+        "--impersonate-groups",
+        default="",
+        metavar="GROUP,...",
+        help="with --auth proxy: the groups of the groups header the UI acts with (others are left out; "
+        "never a system: group); the UI's RBAC must allow impersonating exactly these",
+    )
+    parser.add_argument(
+        "--secure-cookies",
+        action="store_true",
+        help="mark cookies Secure on every answer (without it: when the request came over https, or "
+        "X-Forwarded-Proto says so); set it behind a proxy that terminates TLS",
+    )
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,11 +94,17 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> UiSettings:
     """The UI server's settings: its options, and the environment's (trainop.ui.app.UiSettings.with_env)."""
+    groups = tuple(g.strip() for g in getattr(args, "impersonate_groups", "").split(",") if g.strip())
     auth = AuthSettings(
         getattr(args, "auth", "none"),
         getattr(args, "user_header", "X-Forwarded-User"),
         getattr(args, "groups_header", ""),
+        proxy_secret_header=getattr(args, "proxy_secret_header", PROXY_SECRET_HEADER),
+        proxy_secret=PROXY_SECRET.read(environ),
+        groups=groups,
+        secure_cookies=getattr(args, "secure_cookies", False),
     )
+    check_settings(auth)
     if auth.mode == "none" and not is_loopback_host(args.host):
         raise ValueError(
             f"--host {args.host}: without sign-in (--auth none) the UI listens only on this machine "

@@ -24,7 +24,8 @@ from trainop.jsontypes import Json
 from trainop.kubeclient import ApiError, KubeClient, connect
 from trainop.local.logs import prefix
 from trainop.ui.app import UiSettings
-from trainop.ui.auth import Authenticator
+from trainop.ui.auth import SYSTEM, Authenticator, token_key
+from trainop.ui.bounded import Expiring
 from trainop.ui.runs import check
 from trainop.ui.scheduling import Discovery, Gate, gates, waiting
 from trainop.ui.source import Container, Detail, EventRow, Invalid, NotAllowed, User
@@ -32,8 +33,9 @@ from trainop.ui.summary import Summary, summarize
 
 GROUP = "kubeflow.org/v1"
 JOB_LABEL = "training.kubeflow.org/job-name"
-# How long a user's "may list X in namespace N" answer is reused.
+# How long a user's "may list X in namespace N" answer is reused, and how many such answers are kept.
 ACCESS_SECONDS = 30.0
+MAX_ACCESS_ANSWERS = 10_000
 WATCH_SECONDS = 300
 LOG_POLL_SECONDS = 2.0
 MAX_MERGED_QUEUE = 10_000
@@ -54,7 +56,10 @@ class Cluster:
         self.client = client
         self.jobs: dict[str, dict[str, Summary]] = {kind: {} for kind in KINDS}
         self.lock = threading.Lock()
-        self.access: dict[tuple[str, tuple[str, ...], str, str, str, str], tuple[float, bool]] = {}
+        self.access: Expiring[tuple[str, tuple[str, ...], str, str, str, str], bool] = Expiring(
+            MAX_ACCESS_ANSWERS
+        )
+        self.access_lock = threading.Lock()
         self.discovery = Discovery(lambda path: self.client.request("GET", path))
 
     # ---- the watched summary ------------------------------------------------------------------------
@@ -98,6 +103,10 @@ class Cluster:
             return replace(self.client, token=user.token, token_file=None, headers=())
         if not user.name:
             return self.client
+        # The authenticator refuses these already; here too, as the one place the headers are built.
+        system = [n for n in (user.name, *user.groups) if n.startswith(SYSTEM)]
+        if system:
+            raise NotAllowed(f"the UI never acts as {system[0]!r} ({SYSTEM} names are the cluster's own)")
         headers = [("Impersonate-User", user.name)]
         headers += [("Impersonate-Group", g) for g in user.groups]
         return replace(self.client, headers=tuple(headers))
@@ -120,11 +129,11 @@ class Cluster:
 
     def _may(self, user: User, verb: str, kind: str, namespace: str, name: str = "") -> bool:
         """A SelfSubjectAccessReview made as the user, its answer reused for ACCESS_SECONDS."""
-        cache = (user.name or user.token[-12:], user.groups, verb, kind, namespace, name)
-        now = time.monotonic()
-        hit = self.access.get(cache)
-        if hit and hit[0] > now:
-            return hit[1]
+        cache = (user.name or token_key(user.token), user.groups, verb, kind, namespace, name)
+        with self.access_lock:
+            hit, known = self.access.get(cache, time.monotonic())
+        if hit:
+            return bool(known)
         attributes = {"verb": verb, "group": "kubeflow.org", "resource": kind_info(kind).plural}
         if namespace:
             attributes["namespace"] = namespace
@@ -140,9 +149,10 @@ class Cluster:
                 "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review
             )
             allowed = bool((answer.get("status") or {}).get("allowed"))
-        except ApiError:
+        except (ApiError, NotAllowed):
             allowed = False
-        self.access[cache] = (now + ACCESS_SECONDS, allowed)
+        with self.access_lock:
+            self.access.put(cache, allowed, ACCESS_SECONDS, time.monotonic())
         return allowed
 
     def summaries(self, user: User) -> list[Summary]:

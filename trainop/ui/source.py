@@ -20,6 +20,9 @@ class User:
     name: str = ""  # "" when the UI has no authentication (local use)
     groups: tuple[str, ...] = ()
     token: str = ""  # the user's own bearer token, when that is how they signed in
+    # Groups the proxy named that the UI does not impersonate (not in its --impersonate-groups), shown
+    # on every page so the user knows their access does not come from them.
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
