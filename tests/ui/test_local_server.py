@@ -1,9 +1,11 @@
-"""The real `trainop ui RUNS_DIR` process on a port: the attacks on its gate, over HTTP, leave no harm."""
+"""The real `trainop ui RUNS_DIR` and `trainop run --ui` processes on a port: the attacks on the local UI's
+gate, over HTTP, leave no harm."""
 
 from __future__ import annotations
 
 import http.client
 import os
+import signal
 import subprocess
 import sys
 import urllib.parse
@@ -12,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.local.runs import replica, write_job
+from tests.local.runs import start as start_run
 from tests.ui.helpers import pytorch, write_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,3 +125,20 @@ def test_a_merged_log_linked_to_etc_passwd_is_not_served(start: Start, runs: Pat
     url = start()
     answer = ask(url, "/job/a", headers={"Cookie": cookie_of(url)})
     assert answer.status == 200 and b"root:" not in answer.read()
+
+
+def test_trainop_run_with_ui_prints_a_tokened_address_and_refuses_a_request_without_it(tmp_path: Path):
+    job = write_job(tmp_path, "PyTorchJob", Master=replica("PyTorchJob", ["sleep", "600"]))
+    proc = start_run(str(job), "--workdir", str(tmp_path / "runs" / "t"), "--ui", "--grace-period", "1")
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "web UI at http://127.0.0.1:" in line, line
+        url = line.split(" at ", 1)[1].split()[0]
+        assert len(token_of(url)) >= 40
+        assert ask(url, "/").status == 401
+        assert ask(url, "/", headers={"Cookie": cookie_of(url)}).status == 200
+        proc.send_signal(signal.SIGINT)  # as Ctrl-C: the run stops its pods
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
