@@ -167,6 +167,19 @@ def test_a_pod_cannot_reach_a_unix_socket_in_run(tmp_path: Path, socket_in_run: 
     assert "[master-0] socket unreachable: No such file or directory" in result.stdout
 
 
+def test_the_first_lines_of_a_run_say_which_socket_folders_are_hidden(
+    tmp_path: Path, ssh_agent: Path
+) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, ["true"]))
+    result = trainop(
+        str(job), "--workdir", str(tmp_path / "run"), extra_env={"SSH_AUTH_SOCK": str(ssh_agent)}
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # /var/run too where it is a folder of its own rather than a link to /run.
+    assert "they see /run, " in result.stdout
+    assert f"{ssh_agent.parent} empty (this machine's sockets hidden)" in result.stdout
+
+
 def test_with_host_network_a_pod_reaches_a_unix_socket_in_run(tmp_path: Path, socket_in_run: Path) -> None:
     job = write_job(tmp_path, PT, Master=replica(PT, dial_unix(socket_in_run)))
     result = trainop(str(job), "--workdir", str(tmp_path / "run"), "--host-network")

@@ -251,9 +251,9 @@ def _confinement(options: Options) -> str:
     )
     hidden = options.network.hidden if options.network else ()
     sockets = (
-        f"{', '.join(hidden)} hidden (empty)"
+        f"{', '.join(hidden)} empty (this machine's sockets hidden)"
         if hidden
-        else "this machine's Unix sockets (docker.sock, ssh agent)"
+        else "this machine's Unix sockets (docker.sock, your ssh agent)"
     )
     env = (
         "your whole environment"
