@@ -1,4 +1,5 @@
-"""What `trainop run`'s network namespace costs: making it once per run, and entering it per process.
+"""What `trainop run`'s namespaces cost (network, and mount with the socket folders hidden, as a run makes
+them): making them once per run, and entering them per process.
 
     python bench/local_confinement_bench.py [--rounds N]
 
@@ -9,6 +10,7 @@ Both modes are measured: the namespace alone (as root) and through a user namesp
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -20,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trainop.local.cli  # noqa: F401  (the size of a real `trainop run` process)
 from trainop.local.network import loopback_network
+from trainop.local.sandbox import hidden_folders
 
 # Per run, next to the seconds a distributed training's processes take to start; per process, next to
 # the ~200 ms a Python interpreter takes to start.
@@ -45,19 +48,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
     rounds = parser.parse_args().rounds
+    hide = hidden_folders(os.environ, [Path.cwd()]).folders
     rows = []
-    for label, user in (("namespace alone (root)", False), ("through a user namespace", True)):
+    for label, user in (("as root, no user namespace", False), ("through a user namespace", True)):
         setups = []
         for _ in range(rounds):
-            network = loopback_network(user=user)
+            network = loopback_network(user=user, hide=hide)
             setups.append(network.setup_seconds * 1000)
             network.close()
         rows.append((f"make it, {label}", setups, SETUP_TARGET_MS))
-        network = loopback_network(user=user)
+        network = loopback_network(user=user, hide=hide)
         plain, entered = spawn_ms(rounds, None), spawn_ms(rounds, network.enter)
         network.close()
         extra = [e - statistics.median(plain) for e in entered]
         rows.append((f"start a process in it, extra, {label}", extra, ENTER_TARGET_MS))
+    print(f"hiding {', '.join(hide)}")
     print(f"| Case ({rounds} rounds) | p50 | p99 | p99 / target |")
     print("| --- | --- | --- | --- |")
     for label, values, target in rows:

@@ -3,10 +3,13 @@ the user's environment stays with the user, and the replicas' listeners are out 
 
 from __future__ import annotations
 
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -114,4 +117,97 @@ def test_where_the_machine_refuses_a_namespace_the_run_warns_why_and_goes_on(tmp
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING: the replicas will share this machine's network: the kernel refused" in result.stderr
     assert "No space left on device" in result.stderr
+    assert "[master-0] trained" in result.stdout
+
+
+def dial_unix(path: Path) -> list[str]:
+    """A container that connects to the Unix socket at `path` and says whether it could, and what
+    SSH_AUTH_SOCK it got."""
+    code = (
+        "import os, socket\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        f"    s.connect({str(path)!r}); print('socket reached', flush=True)\n"
+        "except OSError as exc:\n"
+        "    print('socket unreachable:', exc.strerror, flush=True)\n"
+        "print('SSH_AUTH_SOCK=' + os.environ.get('SSH_AUTH_SOCK', 'unset'), flush=True)\n"
+    )
+    return [sys.executable, "-c", code]
+
+
+@pytest.fixture
+def socket_in_run() -> Iterator[Path]:
+    """A listening Unix socket in a folder of /run, as docker.sock is."""
+    folder = Path("/run") / f"trainop-test-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(folder / "daemon.sock"))
+    server.listen()
+    yield folder / "daemon.sock"
+    server.close()
+    shutil.rmtree(folder)
+
+
+@pytest.fixture
+def ssh_agent(tmp_path: Path) -> Iterator[Path]:
+    """A listening Unix socket where an ssh agent's is: a folder of its own outside the run."""
+    folder = tmp_path / "ssh-agent"
+    folder.mkdir()
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(folder / "agent.sock"))
+    server.listen()
+    yield folder / "agent.sock"
+    server.close()
+
+
+def test_a_pod_cannot_reach_a_unix_socket_in_run(tmp_path: Path, socket_in_run: Path) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, dial_unix(socket_in_run)))
+    result = trainop(str(job), "--workdir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[master-0] socket unreachable: No such file or directory" in result.stdout
+
+
+def test_the_first_lines_of_a_run_say_which_socket_folders_are_hidden(
+    tmp_path: Path, ssh_agent: Path
+) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, ["true"]))
+    result = trainop(
+        str(job), "--workdir", str(tmp_path / "run"), extra_env={"SSH_AUTH_SOCK": str(ssh_agent)}
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # /var/run too where it is a folder of its own rather than a link to /run.
+    assert "they see /run, " in result.stdout
+    assert f"{ssh_agent.parent} empty (this machine's sockets hidden)" in result.stdout
+
+
+def test_with_host_network_a_pod_reaches_a_unix_socket_in_run(tmp_path: Path, socket_in_run: Path) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, dial_unix(socket_in_run)))
+    result = trainop(str(job), "--workdir", str(tmp_path / "run"), "--host-network")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[master-0] socket reached" in result.stdout
+
+
+def test_even_with_inherit_env_a_pod_gets_no_ssh_auth_sock_and_cannot_reach_the_agent(
+    tmp_path: Path, ssh_agent: Path
+) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, dial_unix(ssh_agent)))
+    agent = {"SSH_AUTH_SOCK": str(ssh_agent)}
+    result = trainop(str(job), "--workdir", str(tmp_path / "run"), "--inherit-env", extra_env=agent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[master-0] socket unreachable: No such file or directory" in result.stdout
+    assert "[master-0] SSH_AUTH_SOCK=unset" in result.stdout
+
+
+def test_where_the_machine_refuses_a_mount_namespace_the_run_warns_which_sockets_are_reachable(
+    tmp_path: Path,
+) -> None:
+    forbid = 'echo 0 > /proc/sys/user/max_mnt_namespaces && exec "$@"'
+    job = write_job(tmp_path, PT, Master=replica(PT, ["sh", "-c", "echo trained"]))
+    argv = ["unshare", "--user", "--map-root-user", "sh", "-c", forbid, "sh"]
+    argv += cli(str(job), "--workdir", str(tmp_path / "run"))
+    result = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING: the replicas can reach this machine's Unix sockets in /run" in result.stderr
+    assert "the kernel refused a mount and network namespace" in result.stderr
+    assert "share this machine's network" not in result.stderr
     assert "[master-0] trained" in result.stdout

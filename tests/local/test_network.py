@@ -4,6 +4,7 @@ inside on every interface is out of reach of this machine's other addresses."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -41,6 +42,34 @@ def test_the_namespace_has_only_loopback_and_it_is_up(network: LoopbackNetwork) 
         "c = socket.create_connection(s.getsockname()); print(c.getpeername()[0])"
     )
     assert inside(network, echo) == "127.0.0.1"
+
+
+@pytest.mark.parametrize("user", [None, True], ids=["default", "user namespace"])
+def test_a_hidden_folders_unix_socket_is_out_of_reach_and_the_working_directory_kept(
+    tmp_path: Path, user: bool | None
+) -> None:
+    sockets = tmp_path / "sockets"
+    sockets.mkdir()
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(sockets / "daemon.sock"))
+    server.listen()
+    made = loopback_network(user=user, hide=(str(sockets),))
+    dial = (
+        "import os, socket\n"
+        "try:\n"
+        f"    socket.socket(socket.AF_UNIX).connect({str(sockets / 'daemon.sock')!r}); print('reached')\n"
+        "except OSError as exc:\n"
+        "    print(exc.strerror, os.listdir(os.environ['FOLDER']), os.getcwd())"
+    )
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", dial], preexec_fn=made.enter, cwd=tmp_path, env={"FOLDER": str(sockets)},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        made.close()
+        server.close()
+    assert result.stdout.strip() == f"No such file or directory [] {tmp_path}", result.stderr
 
 
 def test_processes_keep_their_uid_and_gid(network: LoopbackNetwork) -> None:

@@ -47,8 +47,10 @@ Serve = Callable[..., str]
 
 
 @pytest.fixture
-def serve(runs: Path) -> Iterator[Serve]:
-    """Starts `trainop ui RUNS_DIR --port 0 [args]` and returns the URL it printed."""
+def serve(runs: Path, page: Page) -> Iterator[Serve]:
+    """Starts `trainop ui RUNS_DIR --port 0 [args]`, opens the address it printed (with its token) in
+    `page`, as a person does, and returns the UI's address without the token: the page's browser holds
+    the cookie the token was exchanged for."""
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> str:
@@ -60,7 +62,11 @@ def serve(runs: Path) -> Iterator[Serve]:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert " at http://" in line, line
-        return line.split(" at ", 1)[1].split()[0]
+        printed = line.split(" at ", 1)[1].split()[0]
+        page.goto(printed)
+        base, _, token = printed.partition("?token=")
+        assert token and page.url == base, page.url
+        return base
 
     yield start
     for proc in started:

@@ -196,7 +196,7 @@ def test_trainop_run_with_ui_prints_a_url_that_shows_the_live_run(
     proc = start(str(manifest), "--workdir", str(runs / "served"), "--ui")
     assert proc.stderr is not None
     line = proc.stderr.readline()
-    assert "web UI at http://127.0.0.1:" in line, line
+    assert "web UI at http://127.0.0.1:" in line and "/?token=" in line, line
     assert eventually(lambda: state(runs / "served") == "Running")
     page.goto(line.split(" at ", 1)[1].split()[0])
     expect(page.locator("table.jobs tbody tr", has_text="served")).to_contain_text("Running")

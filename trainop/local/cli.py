@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import os
 import signal
 import sys
 import time
@@ -37,7 +38,7 @@ from trainop.local.runner import (
     Outcome,
     StopRequest,
 )
-from trainop.local.sandbox import PASSED
+from trainop.local.sandbox import PASSED, hidden_folders
 from trainop.local.services import ServerError, ServerProcess
 
 CONFINEMENT = f"""\
@@ -51,6 +52,9 @@ confinement (docs/local-confinement.md):
                and JAX's coordinator bind every interface), and they cannot reach the network. Where
                the machine refuses the namespace, the run warns and goes on without it.
                --host-network: this machine's network, on purpose.
+  sockets      the replicas see /run, /var/run and the folder of $SSH_AUTH_SOCK empty (a mount
+               namespace), so they cannot reach docker.sock or your ssh agent; SSH_AUTH_SOCK,
+               DOCKER_HOST and the like are not passed. With --host-network they are reachable.
 """
 
 
@@ -170,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_NOT_RUNNABLE
         job = setup.job
         servers += [ServerProcess(server, workdir) for server in setup.servers]
-    network = None if args.host_network else confined_network()
+    network = None if args.host_network else confined_network(workdir)
     options = Options(
         workdir=workdir,
         timeout=args.timeout,
@@ -232,20 +236,35 @@ def keep_serving(servers: list[ServerProcess], out: TextIO) -> None:
             time.sleep(0.2)
 
 
-def confined_network() -> LoopbackNetwork | None:
-    """The run's loopback-only namespace, or None after a warning that says why there is none."""
+def confined_network(workdir: Path) -> LoopbackNetwork | None:
+    """The run's loopback-only namespace, with this machine's socket folders hidden where the kernel lets
+    us, or None; a warning says what is not confined, and why."""
+    needed = [workdir, Path.cwd(), *([Path(os.environ["TMPDIR"])] if os.environ.get("TMPDIR") else [])]
+    hiding = hidden_folders(os.environ, needed)
+    for folder, why in hiding.kept:
+        print(f"WARNING: the replicas can reach the Unix sockets in {folder}: {why}.", file=sys.stderr)
     try:
-        return loopback_network()
+        return loopback_network(hide=hiding.folders)
     except Unconfined as exc:
-        for line in (
-            f"WARNING: the replicas will share this machine's network: {exc}.",
-            "WARNING: what they listen on (torch's TCPStore and JAX's coordinator bind every interface, "
-            "without authentication) is reachable from other machines while the job runs.",
-            "WARNING: allow user namespaces to confine them, "
-            "or pass --host-network to run this way on purpose.",
-        ):
-            print(line, file=sys.stderr)
-        return None
+        refused = str(exc)
+    if hiding.folders:
+        print(
+            f"WARNING: the replicas can reach this machine's Unix sockets in {', '.join(hiding.folders)} "
+            f"(the Docker daemon's, your ssh agent's: they act for whoever connects): {refused}.",
+            file=sys.stderr,
+        )
+        try:
+            return loopback_network()
+        except Unconfined as exc:
+            refused = str(exc)
+    for line in (
+        f"WARNING: the replicas will share this machine's network: {refused}.",
+        "WARNING: what they listen on (torch's TCPStore and JAX's coordinator bind every interface, "
+        "without authentication) is reachable from other machines while the job runs.",
+        "WARNING: allow user namespaces to confine them, or pass --host-network to run this way on purpose.",
+    ):
+        print(line, file=sys.stderr)
+    return None
 
 
 def denial(job: Json, source: str, message: str) -> str:

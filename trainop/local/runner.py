@@ -249,12 +249,18 @@ def _confinement(options: Options) -> str:
         if options.network
         else "this machine's network (other machines can reach what they listen on)"
     )
+    hidden = options.network.hidden if options.network else ()
+    sockets = (
+        f"{', '.join(hidden)} empty (this machine's sockets hidden)"
+        if hidden
+        else "this machine's Unix sockets (docker.sock, your ssh agent)"
+    )
     env = (
         "your whole environment"
         if options.inherit_env
         else f"only {', '.join(PASSED)}, LC_* from your environment, and a HOME in the run folder"
     )
-    return f"the replicas share {network}; they get {env}"
+    return f"the replicas share {network}; they get {env}; they see {sockets}"
 
 
 def _row(job_name: str, pod: LocalPod, now: float) -> Row:

@@ -20,6 +20,7 @@ from trainop.ui.app import TENSORBOARD_URL, UiSettings, create_app
 from trainop.ui.auth import MODES, PROXY_SECRET_ENV, PROXY_SECRET_HEADER, AuthSettings, check_settings
 from trainop.ui.cluster import cluster_source
 from trainop.ui.links import load_links
+from trainop.ui.local_access import guard, new_access
 from trainop.ui.runs import Runs
 from trainop.ui.server import serve_forever
 
@@ -87,7 +88,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--writable",
         action="store_true",
-        help="allow actions (stop, delete, suspend, resume) and creating jobs; read-only without it",
+        help="allow actions (stop, delete, suspend, resume) and creating jobs; read-only without it "
+        "(over local runs, still only for whoever opens the address with the token it prints)",
     )
     parser.add_argument("--links", type=Path, metavar="FILE", help="a YAML list of links: name, scope, url")
 
@@ -155,6 +157,15 @@ def serve(app: Flask, host: str, port: int) -> BoundedServer:
     return BoundedServer(host, port, app)
 
 
+def serve_local(app: Flask, host: str, port: int) -> tuple[BoundedServer, str]:
+    """The server of the local UI, bound, with its gate (trainop.ui.local_access), and the address with
+    its token to print."""
+    server = serve(app, host, port)
+    access = new_access(host, server.server_port)
+    guard(app, access)
+    return server, access.url(url_of(server))
+
+
 def url_of(server: BoundedServer) -> str:
     host, port = server.server_address[:2]
     name = host.decode() if isinstance(host, bytes) else str(host)
@@ -167,12 +178,11 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from(args, os.environ)
         if args.cluster:
             return _serve_cluster(args, settings)
-        app = create_app(Runs(args.runs), settings)
-        server = serve(app, args.host, args.port)
+        server, url = serve_local(create_app(Runs(args.runs), settings), args.host, args.port)
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    _say_serving(f"the runs in {args.runs}", url_of(server), settings)
+    _say_serving(f"the runs in {args.runs}", url, settings)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

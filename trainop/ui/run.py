@@ -10,7 +10,7 @@ from pathlib import Path
 from trainop.local import cli as local_cli
 from trainop.local.runner import EXIT_NOT_RUNNABLE
 from trainop.ui.app import UiSettings, create_app
-from trainop.ui.cli import DEFAULT_RUNS, serve, url_of
+from trainop.ui.cli import DEFAULT_RUNS, serve_local
 from trainop.ui.runs import Runs
 
 
@@ -28,13 +28,14 @@ def run(args: argparse.Namespace) -> int:
     if args.ui:
         root: Path = args.workdir.parent if args.workdir else DEFAULT_RUNS
         try:
-            server = serve(create_app(Runs(root), UiSettings()), "127.0.0.1", args.ui_port)
+            server, url = serve_local(create_app(Runs(root), UiSettings()), "127.0.0.1", args.ui_port)
         except OSError as exc:
             print(f"error: --ui-port {args.ui_port}: {exc}", file=sys.stderr)
             return EXIT_NOT_RUNNABLE
         threading.Thread(target=server.serve_forever, name="ui", daemon=True).start()
         print(
-            f"trainop: web UI at {url_of(server)} while the run lasts; afterwards: trainop ui {root}",
+            f"trainop: web UI at {url} while the run lasts; afterwards: trainop ui {root} "
+            "(which prints an address with a token of its own)",
             file=sys.stderr,
             flush=True,
         )

@@ -49,21 +49,35 @@ class Runs:
     # ---- reading ------------------------------------------------------------------------------------
     def _folders(self) -> list[Path]:
         try:
-            return sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+            return sorted(
+                p
+                for p in self.root.iterdir()
+                if not p.name.startswith(".") and self._inside(p, as_folder=True)
+            )
         except FileNotFoundError:
             return []
+
+    def _inside(self, path: Path, as_folder: bool = False) -> bool:
+        """Whether `path`, symlinks resolved, is a file (or with `as_folder`, a folder) under the runs folder:
+        what the UI reads and serves, so a link planted in the folder cannot lead it elsewhere."""
+        try:
+            resolved = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return False
+        kind_ok = resolved.is_dir() if as_folder else resolved.is_file()
+        return kind_ok and resolved.is_relative_to(self.root.resolve())
 
     def _entry(self, folder: Path) -> tuple[Json, Summary] | None:
         """The run's record and its list row, re-read only when its file changed."""
         path = folder / RUN_FILE
+        if not self._inside(path):
+            path = folder / "job.json"
+            if not self._inside(path):
+                return None
         try:
             stat = path.stat()
         except FileNotFoundError:
-            path = folder / "job.json"
-            try:
-                stat = path.stat()
-            except FileNotFoundError:
-                return None
+            return None
         stamp = (stat.st_mtime_ns, stat.st_size)
         cached = self._cache.get(folder)
         if cached and cached[0] == stamp:
@@ -87,7 +101,7 @@ class Runs:
 
     def _folder(self, key: str) -> Path | None:
         folder = self.root / key
-        if "/" in key or key.startswith(".") or not folder.is_dir():
+        if "/" in key or key.startswith(".") or not self._inside(folder, as_folder=True):
             return None
         return folder
 
@@ -146,13 +160,22 @@ class Runs:
 
     def _log_path(self, folder: Path, record: Json, container: Container | None) -> Path | None:
         if container is None:
-            merged = folder / MERGED_LOG
-            return merged if merged.is_file() or _live(record) else None
+            return self._log_file(folder, folder / MERGED_LOG, record)
         for known in _containers(folder, record):
             if known == container:
                 rel = ((record.get("logs") or {}).get(container.pod) or {}).get(container.name)
                 path = folder / str(rel) if rel else folder / "logs" / container.pod / f"{container.name}.log"
-                return path.resolve() if path.resolve().is_relative_to(folder.resolve()) else None
+                return self._log_file(folder, path, record)
+        return None
+
+    def _log_file(self, folder: Path, path: Path, record: Json) -> Path | None:
+        """`path` resolved, if it is a file in the run's folder; while the run lasts, also a log not yet
+        written (read once it is, and opened without following a link: `_tail`, `_read_from`)."""
+        if self._inside(path):
+            resolved = path.resolve()
+            return resolved if resolved.is_relative_to(folder.resolve()) else None
+        if _live(record) and not path.is_symlink() and path.parent.resolve().is_relative_to(folder.resolve()):
+            return path.parent.resolve() / path.name
         return None
 
     # ---- doing --------------------------------------------------------------------------------------
@@ -275,12 +298,12 @@ def _containers(folder: Path, record: Json) -> list[Container]:
 def _tail(path: Path, lines: int) -> tuple[int, list[str]]:
     """The offset of the end of the last complete line, and up to `lines` complete lines before it."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             start = max(size - TAIL_BYTES, 0)
             f.seek(start)
             data = f.read(size - start)
-    except FileNotFoundError:
+    except OSError:
         return 0, []
     end = data.rfind(b"\n") + 1
     body = data[:end].split(b"\n")[:-1]
@@ -291,8 +314,8 @@ def _tail(path: Path, lines: int) -> tuple[int, list[str]]:
 
 def _read_from(path: Path, offset: int) -> bytes:
     try:
-        with path.open("rb") as f:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
             f.seek(offset)
             return f.read(TAIL_BYTES)
-    except FileNotFoundError:
+    except OSError:
         return b""
