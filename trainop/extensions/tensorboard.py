@@ -192,10 +192,10 @@ def _peer_problem(peer: Any) -> str | None:
 def _ip_block_problem(block: Any) -> str | None:
     if not isinstance(block, dict) or set(block) - {"cidr", "except"} or "cidr" not in block:
         return "ipBlock: must be {cidr: <CIDR>[, except: [<CIDR>, ...]]}"
-    cidrs = [block["cidr"], *(block.get("except") or [])]
-    if not isinstance(block.get("except", []), list):
+    excepted = block.get("except", [])
+    if not isinstance(excepted, list):
         return "ipBlock.except: must be a list of CIDRs"
-    for cidr in cidrs:
+    for cidr in (block["cidr"], *excepted):
         try:
             ipaddress.ip_network(cidr if isinstance(cidr, str) else "", strict=False)
         except ValueError:
