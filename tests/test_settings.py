@@ -248,6 +248,8 @@ BAD_EXTENSION_SETTINGS = [
     ("TRAINOP_DEFAULT_PARAMETER_SERVER", "yes"),
     ("TRAINOP_PLACEMENT_DEFAULTS", "PS=scatter"),
     ("TRAINOP_TENSORBOARD_KEEP_AFTER", "1 week"),
+    ("TRAINOP_TENSORBOARD_KEEP_AFTER", "31d"),
+    ("TRAINOP_TENSORBOARD_INGRESS_FROM", '{"podSelector": {}}'),
     ("TRAINOP_ACCELERATOR_PROFILES", "/nonexistent/profiles.yaml"),
 ]
 
@@ -267,6 +269,7 @@ def test_the_extensions_default_settings_start_both_servers() -> None:
         "TRAINOP_DEFAULT_PARAMETER_SERVER": "true",
         "TRAINOP_PLACEMENT_DEFAULTS": "PS=spread,Worker=pack-preferred:topology.kubernetes.io/zone",
         "TRAINOP_TENSORBOARD_KEEP_AFTER": "24h",
+        "TRAINOP_TENSORBOARD_INGRESS_FROM": '[{"namespaceSelector": {}}]',
     }
     assert HookSettings.from_env(good) == HookSettings.from_env({})
     assert WebhookSettings.from_env(good) == WebhookSettings.from_env({})

@@ -41,6 +41,7 @@ CHILD_TYPES = (
     "PodGroup.scheduling.x-k8s.io/v1alpha1",
     "PodGroup.scheduling.k8s.io/v1alpha2",
     "Deployment.apps/v1",
+    "NetworkPolicy.networking.k8s.io/v1",
 )
 
 

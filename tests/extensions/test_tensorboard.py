@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from tests.builders import container, job, replica
+from tests.builders import container, job, replica, with_run_policy
 from tests.controller.fakes import Cluster, by_name, names
 from trainop.admission.admit import admit
+from trainop.envvalues import SettingError
 from trainop.extensions.tensorboard import (
     ANNOTATION,
     ENDPOINT,
+    INGRESS_FROM,
+    INGRESS_FROM_ENV,
     KEEP_AFTER,
+    KEEP_AFTER_ENV,
     SECRET,
     LogDir,
+    TensorBoard,
     parse_log_dir,
     served_log_dir,
     with_local_log_dir,
 )
+
+INGRESS_NGINX = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "ingress-nginx"}},
+}
 
 INDEX_ENV = {
     "name": "TRAINOP_REPLICA_INDEX",
@@ -233,3 +244,161 @@ class TestChildren:
     def test_a_job_without_the_annotation_has_no_tensorboard(self) -> None:
         result = Cluster(admitted(pytorch())).sync()
         assert names(result.children, "Deployment") == []
+
+
+class TestSuspension:
+    def test_a_suspended_job_gets_no_tensorboard_deployment(self) -> None:
+        result = Cluster(admitted(with_run_policy(pytorch({ANNOTATION: "s3://exp"}), suspend=True))).sync()
+        assert names(result.children, "Deployment") == []
+
+    def test_a_suspended_job_keeps_its_tensorboard_service_and_network_policy(self) -> None:
+        result = Cluster(admitted(with_run_policy(pytorch({ANNOTATION: "s3://exp"}), suspend=True))).sync()
+        assert "j-tensorboard" in names(result.children, "Service")
+        assert names(result.children, "NetworkPolicy") == ["j-tensorboard"]
+
+    def test_suspending_a_running_job_takes_its_tensorboard_deployment_away(self) -> None:
+        cluster = Cluster(admitted(pytorch({ANNOTATION: "s3://exp"})))
+        cluster.sync()
+        cluster.run()
+        assert "j-tensorboard" in names(cluster.sync().children, "Deployment")
+        cluster.edit(suspend=True)
+        assert names(cluster.sync().children, "Deployment") == []
+
+    def test_resuming_a_job_brings_its_tensorboard_deployment_back(self) -> None:
+        cluster = Cluster(admitted(with_run_policy(pytorch({ANNOTATION: "s3://exp"}), suspend=True)))
+        cluster.sync()
+        cluster.edit(suspend=False)
+        assert names(cluster.sync().children, "Deployment") == ["j-tensorboard"]
+
+    def test_a_finished_job_keeps_its_tensorboard_for_keep_after_even_when_suspended(self) -> None:
+        cluster = Cluster(admitted(pytorch({ANNOTATION: "s3://exp", KEEP_AFTER: "10m"})))
+        cluster.sync()
+        cluster.run()
+        cluster.sync()
+        cluster.succeed("j-master-0")
+        cluster.sync()
+        cluster.edit(suspend=True)
+        assert names(cluster.sync(advance=60).children, "Deployment") == ["j-tensorboard"]
+
+
+class TestKeepAfterBound:
+    def test_a_keep_after_beyond_30_days_is_refused_with_the_bound_and_the_fix(self) -> None:
+        [error] = errors(pytorch({ANNOTATION: "s3://exp", KEEP_AFTER: "999999d"}))
+        assert error == (
+            f'metadata.annotations[{KEEP_AFTER}]: Invalid value: "999999d": at most 30d (720h): '
+            'TensorBoard holds a pod for that long after the job; give a shorter one, e.g. "7d"'
+        )
+
+    @pytest.mark.parametrize("keep", ["30d", "720h", "43200m"])
+    def test_a_keep_after_of_30_days_is_accepted(self, keep: str) -> None:
+        assert errors(pytorch({ANNOTATION: "s3://exp", KEEP_AFTER: keep})) == []
+
+    def test_a_keep_after_one_minute_beyond_30_days_is_refused(self) -> None:
+        [error] = errors(pytorch({ANNOTATION: "s3://exp", KEEP_AFTER: "43201m"}))
+        assert "at most 30d" in error
+
+    def test_a_malformed_keep_after_says_what_the_form_is(self) -> None:
+        [error] = errors(pytorch({ANNOTATION: "s3://exp", KEEP_AFTER: "1 week"}))
+        assert error == (
+            f'metadata.annotations[{KEEP_AFTER}]: Invalid value: "1 week": '
+            'a whole number with s, m, h or d, e.g. "24h" or "0s"'
+        )
+
+    def test_a_cluster_default_beyond_30_days_stops_the_servers(self) -> None:
+        with pytest.raises(SettingError, match=rf"^{KEEP_AFTER_ENV}: expected at most 30d .*, got '31d'$"):
+            TensorBoard().check_settings({KEEP_AFTER_ENV: "31d"})
+
+    def test_a_cluster_default_of_30_days_is_accepted(self) -> None:
+        TensorBoard().check_settings({KEEP_AFTER_ENV: "30d"})
+
+
+class TestNetworkPolicy:
+    def policy(self, job: dict[str, Any]) -> dict[str, Any]:
+        result = Cluster(admitted(job)).sync()
+        policy: dict[str, Any] = by_name(result.children, "NetworkPolicy")["j-tensorboard"]
+        return policy
+
+    def test_the_policy_selects_the_tensorboard_pods(self) -> None:
+        result = Cluster(admitted(pytorch({ANNOTATION: "s3://exp"}))).sync()
+        policy = by_name(result.children, "NetworkPolicy")["j-tensorboard"]
+        deployment = by_name(result.children, "Deployment")["j-tensorboard"]
+        assert policy["apiVersion"] == "networking.k8s.io/v1"
+        assert policy["spec"]["podSelector"] == {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}
+
+    def test_without_configured_peers_the_policy_admits_no_ingress(self) -> None:
+        spec = self.policy(pytorch({ANNOTATION: "s3://exp"}))["spec"]
+        assert spec["policyTypes"] == ["Ingress"]
+        assert "ingress" not in spec
+
+    def test_the_configured_peers_are_admitted_to_tensorboards_port_only(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv(INGRESS_FROM_ENV, json.dumps([INGRESS_NGINX]))
+        spec = self.policy(pytorch({ANNOTATION: "s3://exp"}))["spec"]
+        assert spec["ingress"] == [{"from": [INGRESS_NGINX], "ports": [{"protocol": "TCP", "port": 6006}]}]
+
+    def test_the_policy_leaves_tensorboards_egress_to_the_object_store_open(self) -> None:
+        assert "Egress" not in self.policy(pytorch({ANNOTATION: "s3://exp"}))["spec"]["policyTypes"]
+
+    def test_a_job_without_the_annotation_has_no_network_policy(self) -> None:
+        assert names(Cluster(admitted(pytorch())).sync().children, "NetworkPolicy") == []
+
+
+class TestIngressFromSetting:
+    @pytest.mark.parametrize(
+        "peers",
+        [
+            [],
+            [INGRESS_NGINX],
+            [{"namespaceSelector": {}}],
+            [{"podSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a"]}]}}],
+            [{"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.1.0/24"]}}],
+        ],
+    )
+    def test_a_list_of_network_policy_peers_is_read(self, peers: list[dict[str, Any]]) -> None:
+        assert INGRESS_FROM.read({INGRESS_FROM_ENV: json.dumps(peers)}) == tuple(peers)
+
+    def test_unset_means_no_peer(self) -> None:
+        assert INGRESS_FROM.read({}) == ()
+
+    @pytest.mark.parametrize(
+        ("raw", "problem"),
+        [
+            ("ingress-nginx", "a JSON list of NetworkPolicyPeers"),
+            ('{"podSelector": {}}', "a JSON list of NetworkPolicyPeers"),
+            ('[{"namespace": "x"}]', "[0]: unknown field 'namespace'"),
+            ("[{}]", "[0]: must be an object with namespaceSelector, podSelector or ipBlock"),
+            (
+                '[{"podSelector": {"matchLabels": {"app": 1}}}]',
+                "[0]: podSelector: matchLabels[app]: 1 is not",
+            ),
+            (
+                '[{"podSelector": {"matchLabels": {"a b": "x"}}}]',
+                "[0]: podSelector: matchLabels: 'a b' is not",
+            ),
+            (
+                '[{"podSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}]',
+                "[0]: podSelector: matchExpressions[0].values: In needs at least one value",
+            ),
+            ('[{"ipBlock": {"cidr": "10.0.0.0/99"}}]', "[0]: ipBlock: '10.0.0.0/99' is not a CIDR"),
+            ('[{"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}]', "[0]: ipBlock cannot be combined"),
+        ],
+    )
+    def test_a_malformed_value_stops_the_servers_naming_the_variable_and_the_problem(
+        self, raw: str, problem: str
+    ) -> None:
+        with pytest.raises(SettingError) as caught:
+            TensorBoard().check_settings({INGRESS_FROM_ENV: raw})
+        message = str(caught.value)
+        assert message.startswith(f"{INGRESS_FROM_ENV}: expected ")
+        assert problem in message
+        assert message.endswith(f", got {raw!r}")
+
+
+class TestLocalNotices:
+    def test_a_local_run_says_the_cluster_objects_are_not_run_here(self) -> None:
+        [notice] = TensorBoard().local_notices({ANNOTATION: "s3://exp"})
+        assert "NetworkPolicy" in notice and "--tensorboard" in notice
+
+    def test_a_local_run_without_the_annotation_says_nothing(self) -> None:
+        assert TensorBoard().local_notices({}) == ()

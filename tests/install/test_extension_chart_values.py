@@ -115,6 +115,7 @@ def test_every_extension_with_cluster_settings_declares_them() -> None:
         ("placement", "placement.defaults", "TRAINOP_PLACEMENT_DEFAULTS"),
         ("tensorboard", "tensorboard.image", "TRAINOP_TENSORBOARD_IMAGE"),
         ("tensorboard", "tensorboard.keepAfter", "TRAINOP_TENSORBOARD_KEEP_AFTER"),
+        ("tensorboard", "tensorboard.ingressFrom", "TRAINOP_TENSORBOARD_INGRESS_FROM"),
         ("json-logs", "logging.trainingProcesses.format", "TRAINOP_DEFAULT_LOG_FORMAT"),
         ("default-server", "tensorflow.defaultParameterServer", "TRAINOP_DEFAULT_PARAMETER_SERVER"),
     }

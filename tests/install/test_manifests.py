@@ -113,6 +113,7 @@ def test_composite_controllers_call_the_hooks_service(installed: list[Json]) -> 
         assert children[("v1", "services")] == "InPlace"
         # A TensorBoard of any kind of job.
         assert children[("apps/v1", "deployments")] == "InPlace"
+        assert children[("networking.k8s.io/v1", "networkpolicies")] == "InPlace"
     mpi = one(installed, "CompositeController", "trainop-mpijob-controller")["spec"]["childResources"]
     assert {c["resource"] for c in mpi} >= {"configmaps", "serviceaccounts", "roles", "rolebindings"}
     torch = one(installed, "CompositeController", "trainop-pytorchjob-controller")["spec"]["childResources"]

@@ -17,7 +17,7 @@ from tests.local.helpers import eventually, new_tag, pids_tagged
 from tests.local.runs import replica, trainop, write_job
 from tests.local.tensorboards import SERVING_ON, BoardRun, api
 from trainop import cli
-from trainop.extensions.tensorboard import ANNOTATION
+from trainop.extensions.tensorboard import ANNOTATION, INGRESS_FROM_ENV
 
 PT = "PyTorchJob"
 # Each pod writes where it was told to into the directory it was given.
@@ -120,4 +120,21 @@ def test_without_tensorboard_installed_the_run_says_how_to_install_it(
     job = pytorch_job(tmp_path, RECORD_DIR)
     assert cli.main(["run", str(job), "--tensorboard", "--workdir", str(tmp_path / "run")]) == 2
     assert "pip install tensorboard" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_of_an_annotated_job_says_its_board_and_policy_are_cluster_objects(tmp_path: Path) -> None:
+    job = pytorch_job(tmp_path, ["true"], {ANNOTATION: "s3://experiments/run-7"})
+    result = trainop(str(job), "--workdir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr.count("TensorBoard Deployment and NetworkPolicy are cluster objects") == 1
+
+
+def test_a_malformed_ingress_setting_refuses_the_run_as_the_servers_refuse_to_start(tmp_path: Path) -> None:
+    job = pytorch_job(tmp_path, ["true"], {ANNOTATION: "s3://experiments/run-7"})
+    result = trainop(
+        str(job), "--workdir", str(tmp_path / "run"), extra_env={INGRESS_FROM_ENV: "ingress-nginx"}
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {INGRESS_FROM_ENV}: expected a JSON list of NetworkPolicyPeers")
     assert not (tmp_path / "run").exists()

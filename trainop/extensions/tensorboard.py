@@ -15,9 +15,12 @@ TRAINOP_REPLICA_INDEX), so replicas never overwrite each other's files; for S3 t
 Secret as environment; for a PVC its volume and mounts. It also writes
 `trainop.dev/tensorboard.keep-after` (the cluster default when the job names none).
 
-The sync hook then returns a Deployment and a Service named `<job>-tensorboard` (port 80, served under
-the path prefix `/tensorboard/<namespace>/<job>/` so one Ingress can route every job's), from the job's
-creation until `keep-after` past its completion. docs/tensorboard.md has the objects in full.
+The sync hook then returns a Deployment, a Service and a NetworkPolicy named `<job>-tensorboard` (port
+80, served under the path prefix `/tensorboard/<namespace>/<job>/` so one Ingress can route every job's),
+from the job's creation until `keep-after` (at most 30 days) past its completion. The Deployment follows
+the job's suspension as its pods do: none while a queue holds the job. The NetworkPolicy admits only the
+cluster's `TRAINOP_TENSORBOARD_INGRESS_FROM` peers (the Ingress controller; none by default).
+docs/tensorboard.md has the objects in full.
 
 `trainop run --tensorboard` gives a job without the annotation a directory of this machine instead
 (`with_local_log_dir`): the same variable and per-pod sub-directories, written where defaulting writes
@@ -27,19 +30,22 @@ them, so the training code cannot tell a local run from a cluster's.
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
+import json
 import os
 import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
 from trainop.api.checks import Result
 from trainop.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
 from trainop.api.kinds import ChildType
-from trainop.envvalues import SettingError
+from trainop.envvalues import Reader, SettingError
 from trainop.extensions.base import (
     COMPONENT_LABEL,
     PREFIX,
@@ -62,8 +68,13 @@ KEYS: Final = (ANNOTATION, ENDPOINT, SECRET, KEEP_AFTER)
 
 IMAGE_ENV: Final = "TRAINOP_TENSORBOARD_IMAGE"
 KEEP_AFTER_ENV: Final = "TRAINOP_TENSORBOARD_KEEP_AFTER"
+INGRESS_FROM_ENV: Final = "TRAINOP_TENSORBOARD_INGRESS_FROM"
 DEFAULT_IMAGE: Final = "trainop-tensorboard:0.1.0"
 DEFAULT_KEEP_AFTER: Final = "1h"
+# A board is a Deployment holding a node's CPU and memory outside any queue's quota once its job is done:
+# long enough to read a finished run's curves after a holiday, short enough that forgotten boards go.
+MAX_KEEP_AFTER: Final = timedelta(days=30)
+MAX_KEEP_AFTER_TEXT: Final = "30d"
 
 LOG_DIR_VAR: Final = "TENSORBOARD_LOG_DIR"
 INDEX_VAR: Final = "TRAINOP_REPLICA_INDEX"
@@ -95,6 +106,9 @@ _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _BUCKET: Final = re.compile(r"^[a-z0-9][a-z0-9.\-_]{1,221}[a-z0-9]$")
 _DNS_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SUB_PATH: Final = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
+_LABEL_NAME: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE: Final = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 @dataclass(frozen=True)
@@ -143,6 +157,130 @@ def parse_duration(value: str) -> timedelta | None:
     return timedelta(seconds=int(match["n"]) * _UNITS[match["unit"]])
 
 
+def keep_after_problem(value: str) -> str | None:
+    """What is wrong with a keep-after duration (malformed, or beyond MAX_KEEP_AFTER), or None."""
+    keep = parse_duration(value)
+    if keep is None:
+        return 'a whole number with s, m, h or d, e.g. "24h" or "0s"'
+    if keep > MAX_KEEP_AFTER:
+        hours = int(MAX_KEEP_AFTER.total_seconds()) // 3600
+        return (
+            f"at most {MAX_KEEP_AFTER_TEXT} ({hours}h): TensorBoard holds a pod for that long after the job; "
+            'give a shorter one, e.g. "7d"'
+        )
+    return None
+
+
+# ---- who may reach a board -----------------------------------------------------------------------------
+def _peer_problem(peer: Any) -> str | None:
+    """What is wrong with one NetworkPolicyPeer (networking.k8s.io/v1), or None."""
+    if not isinstance(peer, dict) or not peer:
+        return "must be an object with namespaceSelector, podSelector or ipBlock"
+    unknown = sorted(set(peer) - {"namespaceSelector", "podSelector", "ipBlock"})
+    if unknown:
+        return f"unknown field {unknown[0]!r} (namespaceSelector, podSelector or ipBlock)"
+    if "ipBlock" in peer:
+        if len(peer) > 1:
+            return "ipBlock cannot be combined with a selector"
+        return _ip_block_problem(peer["ipBlock"])
+    for name in ("namespaceSelector", "podSelector"):
+        if name in peer and (problem := _selector_problem(peer[name])) is not None:
+            return f"{name}: {problem}"
+    return None
+
+
+def _ip_block_problem(block: Any) -> str | None:
+    if not isinstance(block, dict) or set(block) - {"cidr", "except"} or "cidr" not in block:
+        return "ipBlock: must be {cidr: <CIDR>[, except: [<CIDR>, ...]]}"
+    excepted = block.get("except", [])
+    if not isinstance(excepted, list):
+        return "ipBlock.except: must be a list of CIDRs"
+    for cidr in (block["cidr"], *excepted):
+        try:
+            ipaddress.ip_network(cidr if isinstance(cidr, str) else "", strict=False)
+        except ValueError:
+            return f"ipBlock: {cidr!r} is not a CIDR such as 10.0.0.0/16"
+    return None
+
+
+def _label_key_problem(key: Any) -> str | None:
+    if not isinstance(key, str):
+        return f"label key {key!r} must be a string"
+    prefix, _, name = key.rpartition("/")
+    if (prefix and (len(prefix) > 253 or not _DNS_NAME.fullmatch(prefix))) or not _LABEL_NAME.fullmatch(name):
+        return f"{key!r} is not a label key"
+    return None
+
+
+def _selector_problem(selector: Any) -> str | None:
+    """What is wrong with one LabelSelector, or None ({} selects everything, as in Kubernetes)."""
+    if not isinstance(selector, dict) or set(selector) - {"matchLabels", "matchExpressions"}:
+        return "must be {matchLabels: {...}, matchExpressions: [...]}"
+    labels = selector.get("matchLabels", {})
+    if not isinstance(labels, dict):
+        return "matchLabels: must be an object of label keys and values"
+    for key, value in labels.items():
+        if (problem := _label_key_problem(key)) is not None:
+            return f"matchLabels: {problem}"
+        if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
+            return f"matchLabels[{key}]: {value!r} is not a label value"
+    expressions = selector.get("matchExpressions", [])
+    if not isinstance(expressions, list):
+        return "matchExpressions: must be a list"
+    for i, expression in enumerate(expressions):
+        where = f"matchExpressions[{i}]"
+        if not isinstance(expression, dict) or set(expression) - {"key", "operator", "values"}:
+            return f"{where}: must be {{key, operator, values}}"
+        if (problem := _label_key_problem(expression.get("key"))) is not None:
+            return f"{where}: {problem}"
+        operator, values = expression.get("operator"), expression.get("values")
+        if operator not in _OPERATORS:
+            return f"{where}.operator: {operator!r} is not one of {', '.join(_OPERATORS)}"
+        strings = isinstance(values, list) and all(isinstance(v, str) for v in values)
+        if values is not None and not strings:
+            return f"{where}.values: must be a list of strings"
+        if operator in ("In", "NotIn") and not values:
+            return f"{where}.values: {operator} needs at least one value"
+        if operator in ("Exists", "DoesNotExist") and values:
+            return f"{where}.values: {operator} takes no values"
+    return None
+
+
+@dataclass(frozen=True)
+class IngressFrom(Reader[tuple[Json, ...]]):
+    """The peers every board admits (the Ingress controller's pods): a JSON list of NetworkPolicyPeers.
+    Unset or `[]`: none, so a board is reached only through `kubectl port-forward`."""
+
+    @property
+    def expects(self) -> str:
+        return (
+            "a JSON list of NetworkPolicyPeers, e.g. "
+            '[{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]'
+        )
+
+    def parse(self, value: str, raw: str) -> tuple[Json, ...]:
+        try:
+            peers = json.loads(value)
+        except ValueError:
+            self.refuse(raw)
+        if not isinstance(peers, list):
+            self.refuse(raw)
+        for i, peer in enumerate(peers):
+            problem = _peer_problem(peer)
+            if problem is not None:
+                raise SettingError(self.name, f"{self.expects}; [{i}]: {problem}", raw)
+        return tuple(peers)
+
+
+INGRESS_FROM: Final = IngressFrom(INGRESS_FROM_ENV, ())
+
+
+@cache
+def _ingress_from(raw: str) -> tuple[Json, ...]:
+    # The servers refused a malformed value at start-up (check_settings); read once per distinct value.
+    return INGRESS_FROM.read({INGRESS_FROM_ENV: raw})
+
+
 def _s3_env(log_dir: LogDir, values: Mapping[str, str]) -> list[Json]:
     endpoint = values.get(ENDPOINT)
     if log_dir.scheme != "s3" or not endpoint:
@@ -162,13 +300,18 @@ def _replica_env(log_dir: LogDir, rtype: str, values: Mapping[str, str]) -> list
 
 class TensorBoard(Extension):
     name = "tensorboard"
-    child_types = (ChildType("apps/v1", "deployments", "InPlace"),)
+    child_types = (
+        ChildType("apps/v1", "deployments", "InPlace"),
+        ChildType("networking.k8s.io/v1", "networkpolicies", "InPlace"),
+    )
     docs = (
         AnnotationDoc(
             key=ANNOTATION,
             value="s3://<bucket>[/<prefix>], gs://<bucket>[/<prefix>], pvc://<claim>[/<sub-path>]",
-            effect="a TensorBoard Deployment and Service `<job>-tensorboard` over that directory; every "
-            "training container gets TENSORBOARD_LOG_DIR, one sub-directory per pod",
+            effect="a TensorBoard Deployment, Service and NetworkPolicy `<job>-tensorboard` over that "
+            "directory (no Deployment while the job is suspended; ingress only from the chart's "
+            "`tensorboard.ingressFrom`); every training container gets TENSORBOARD_LOG_DIR, one "
+            "sub-directory per pod",
             example=f"{ANNOTATION}: s3://experiments/run-7",
         ),
         AnnotationDoc(
@@ -186,7 +329,7 @@ class TensorBoard(Extension):
         ),
         AnnotationDoc(
             key=KEEP_AFTER,
-            value="<n>s, <n>m, <n>h or <n>d",
+            value="<n>s, <n>m, <n>h or <n>d, at most 30d",
             effect="how long TensorBoard outlives the finished job; defaulted from the cluster setting",
             example=f"{KEEP_AFTER}: 24h",
         ),
@@ -197,8 +340,10 @@ class TensorBoard(Extension):
 
     def check_settings(self, environ: Mapping[str, str]) -> None:
         keep = environ.get(KEEP_AFTER_ENV) or DEFAULT_KEEP_AFTER
-        if parse_duration(keep) is None:
-            raise SettingError(KEEP_AFTER_ENV, 'a whole number with s, m, h or d, e.g. "24h"', keep)
+        problem = keep_after_problem(keep)
+        if problem is not None:
+            raise SettingError(KEEP_AFTER_ENV, problem, keep)
+        INGRESS_FROM.read(environ)
 
     def owns(self, key: str) -> bool:
         return key in KEYS
@@ -209,10 +354,14 @@ class TensorBoard(Extension):
     def default_keep_after(self) -> str:
         return self._env.get(KEEP_AFTER_ENV) or DEFAULT_KEEP_AFTER
 
+    def ingress_from(self) -> tuple[Json, ...]:
+        return _ingress_from(self._env.get(INGRESS_FROM_ENV, ""))
+
     # ---- faces -----------------------------------------------------------------------------------
     chart_values = (
         ChartValue("tensorboard.image", IMAGE_ENV),
         ChartValue("tensorboard.keepAfter", KEEP_AFTER_ENV),
+        ChartValue("tensorboard.ingressFrom", INGRESS_FROM_ENV),
     )
     # On a cluster the link goes where the UI's `--tensorboard-url` template says; for a local run, to
     # the TensorBoard `trainop run --tensorboard` started and recorded.
@@ -221,6 +370,16 @@ class TensorBoard(Extension):
 
     def linked(self, link: JobLink, values: Mapping[str, str]) -> bool:
         return ANNOTATION in values
+
+    def local_notices(self, values: Mapping[str, str]) -> tuple[str, ...]:
+        if ANNOTATION not in values:
+            return ()
+        # The sync returns the same children here as on a cluster; the local apiserver stores them, and
+        # nothing runs a Deployment or enforces a NetworkPolicy on this machine.
+        return (
+            f"{ANNOTATION}: the TensorBoard Deployment and NetworkPolicy are cluster objects, stored but "
+            f"not run here; {SERVE_FLAG} serves TensorBoard on 127.0.0.1, which only this machine reaches",
+        )
 
     def run_options(self) -> tuple[RunOption, ...]:
         return (
@@ -275,11 +434,9 @@ class TensorBoard(Extension):
             )
             result.error(annotation_path(SECRET), f'Invalid value: "{secret}": {why}')
         keep = values.get(KEEP_AFTER)
-        if keep is not None and parse_duration(keep) is None:
-            result.error(
-                annotation_path(KEEP_AFTER),
-                f'Invalid value: "{keep}": a whole number with s, m, h or d, e.g. "24h" or "0s"',
-            )
+        problem = keep_after_problem(keep) if keep is not None else None
+        if problem is not None:
+            result.error(annotation_path(KEEP_AFTER), f'Invalid value: "{keep}": {problem}')
         name = draft.name or ""
         if len(name) + len(SUFFIX) > DNS_LABEL_MAX:
             result.error(
@@ -303,7 +460,13 @@ class TensorBoard(Extension):
                 return Addons()
             resync = round(left, 3)
         name, namespace = ctx.name, ctx.namespace
-        return Addons((self._deployment(name, namespace, log_dir, values), _service(name, namespace)), resync)
+        kept = (_service(name, namespace), network_policy(name, namespace, self.ingress_from()))
+        # A suspended job has no pods (a queue holds it outside its quota): neither has its board. The
+        # Service and the policy stay, so links keep their address and the board never runs unguarded.
+        # A finished job is no longer held by its suspension: its board follows keep-after.
+        if ctx.suspended and state.finished_at is None:
+            return Addons(kept)
+        return Addons((self._deployment(name, namespace, log_dir, values), *kept), resync)
 
     def _deployment(self, job: str, namespace: str, log_dir: LogDir, values: Mapping[str, str]) -> Json:
         labels = _labels(job)
@@ -423,6 +586,21 @@ def _service(job: str, namespace: str) -> Json:
         "kind": "Service",
         "metadata": {"name": f"{job}{SUFFIX}", "namespace": namespace, "labels": labels},
         "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+    }
+
+
+def network_policy(job: str, namespace: str, peers: tuple[Json, ...]) -> Json:
+    """Ingress to the board's pods only from `peers`, on TensorBoard's port; with no peers, none at all
+    (kubectl port-forward and the kubelet's probes still reach it: NetworkPolicies do not filter them)."""
+    labels = _labels(job)
+    spec: Json = {"podSelector": {"matchLabels": labels}, "policyTypes": ["Ingress"]}
+    if peers:
+        spec["ingress"] = [{"from": list(peers), "ports": [{"protocol": "TCP", "port": PORT}]}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{job}{SUFFIX}", "namespace": namespace, "labels": labels},
+        "spec": spec,
     }
 
 

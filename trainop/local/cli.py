@@ -17,7 +17,8 @@ from types import FrameType
 from typing import Any, TextIO
 
 from trainop.admission.admit import admit
-from trainop.extensions import EXTENSIONS, owned
+from trainop.envvalues import SettingError
+from trainop.extensions import EXTENSIONS, check_settings, owned
 from trainop.extensions.base import Extension
 from trainop.extensions.faces import LocalRefusal
 from trainop.frameworks import kind_info
@@ -119,6 +120,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out: TextIO = sys.stderr if args.output == "json" else sys.stdout
+    try:
+        # The extensions' cluster settings, as the servers refuse them at start-up: a run that admitted
+        # and synced the job with a malformed one would fail, or default the job, otherwise than a cluster.
+        check_settings(os.environ)
+    except SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNABLE
     try:
         manifest = load(args.file, args.ca_file)
     except ManifestError as exc:

@@ -84,6 +84,8 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.tensorboard.image | quote }}
 - name: TRAINOP_TENSORBOARD_KEEP_AFTER
   value: {{ .Values.tensorboard.keepAfter | quote }}
+- name: TRAINOP_TENSORBOARD_INGRESS_FROM
+  value: {{ .Values.tensorboard.ingressFrom | toJson | quote }}
 - name: TRAINOP_DEFAULT_PARAMETER_SERVER
   value: {{ .Values.tensorflow.defaultParameterServer | quote }}
 {{- end }}
