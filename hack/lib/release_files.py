@@ -194,7 +194,14 @@ def page(dist: Path, base_url: str) -> str:
             f"({(folder / f).stat().st_size:,} bytes)</li>"
             for f in files
         )
-        out.append(f"<h3>Files</h3><p>Verify with <code>sha256sum -c SHA256SUMS</code>.</p><ul>{links}</ul>")
+        verify = (
+            "<code>ssh-keygen -Y verify -f allowed_signers -I release@trainop -n trainop-release "
+            "-s SHA256SUMS.sig &lt; SHA256SUMS &amp;&amp; sha256sum -c SHA256SUMS</code>, with the "
+            "project's published <code>allowed_signers</code>"
+            if (folder / "SHA256SUMS.sig").is_file()
+            else "<code>sha256sum -c SHA256SUMS</code> (this release is unsigned)"
+        )
+        out.append(f"<h3>Files</h3><p>Verify with {verify}.</p><ul>{links}</ul>")
         notes = folder / "RELEASE-NOTES.md"
         if notes.is_file():
             text = html.escape(notes.read_text())
