@@ -12,7 +12,8 @@
 #                                  (as the chart's values configure it, in namespace metacontroller),
 #                                  every image pinned by the digest of the archive in images/
 #   trainop-crds.yaml              every CRD of trainop.yaml (apply and wait for Established first)
-#   trainop-VERSION.tgz            the Helm chart with its Metacontroller dependency inside
+#   trainop-VERSION.tgz            the Helm chart with its Metacontroller dependency inside, its default
+#                                  values naming the images of images/ by digest
 #   images/*.oci.tar               the project's image (hack/build-image.sh), the TensorBoard image
 #                                  (hack/build-tensorboard-image.sh) and Metacontroller's (hack/build-node.sh)
 #   examples/NAME.yaml             `trainop examples show NAME` for every packaged example
@@ -53,12 +54,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$VERSION" ] || { echo "usage: hack/release.sh VERSION [--base-url URL] [--dist DIR] [--unsigned] (see --help)" >&2; exit 2; }
+"$PYTHON" "$REPO/hack/lib/versions.py" valid "$VERSION" || exit 2
 SIGNING_KEY="${TRAINOP_RELEASE_SIGNING_KEY:-}"
 if [ -z "$UNSIGNED" ]; then
   [ -n "$SIGNING_KEY" ] || { echo "TRAINOP_RELEASE_SIGNING_KEY is not set: the path of the SSH private key that signs SHA256SUMS; pass --unsigned for a release without a signature" >&2; exit 2; }
   [ -r "$SIGNING_KEY" ] || { echo "TRAINOP_RELEASE_SIGNING_KEY=$SIGNING_KEY is not a readable file" >&2; exit 2; }
 fi
-"$PYTHON" "$REPO/hack/lib/versions.py" valid "$VERSION" || exit 2
 if [ -n "$BASE_URL" ]; then
   case "$BASE_URL" in http://?*|https://?*) ;; *) echo "--base-url must be an http(s) URL; got $BASE_URL" >&2; exit 2 ;; esac
 fi
@@ -125,6 +126,10 @@ cp -r charts/trainop "$WORK/chart/trainop"
 rm -f "$WORK/chart/trainop/charts/"*.tgz
 mkdir -p "$WORK/chart/trainop/charts"
 cp "$MC_CHART" "$WORK/chart/trainop/charts/"
+# Its default values pull the images archived beside it, by digest, as trainop.yaml does.
+"$PYTHON" hack/lib/release_files.py chart-values "$WORK/chart/trainop/values.yaml" \
+  --image-tag "$VERSION@$APP_DIGEST" --tensorboard "$TB_REPO:$VERSION@$TB_DIGEST" \
+  --metacontroller-tag "v$MC_VERSION@$MC_DIGEST"
 "$HELM" lint "$WORK/chart/trainop" >"$WORK/lint.log" 2>&1 || { cat "$WORK/lint.log" >&2; exit 1; }
 "$HELM" package "$WORK/chart/trainop" -d "$STAGE" >/dev/null
 

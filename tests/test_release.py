@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 LIB = REPO / "hack" / "lib"
@@ -371,3 +372,47 @@ def test_a_release_without_a_signing_key_is_refused_unless_asked_unsigned(tmp_pa
     assert res.returncode == 2, res.stderr
     assert "TRAINOP_RELEASE_SIGNING_KEY is not set" in res.stderr and "--unsigned" in res.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------------------------- chart values
+
+DIGEST = "sha256:" + "ab" * 32
+CHART_VALUES = REPO / "charts" / "trainop" / "values.yaml"
+
+
+def pinned_values() -> str:
+    return release_files.pin_chart_values(
+        CHART_VALUES.read_text(),
+        f"0.1.0@{DIGEST}",
+        f"docker.io/library/trainop-tensorboard:0.1.0@{DIGEST}",
+        f"v4.17.2@{DIGEST}",
+    )
+
+
+def test_the_packaged_chart_s_values_pin_the_images_of_the_release_by_digest() -> None:
+    values = yaml.safe_load(pinned_values())
+    assert values["image"]["tag"] == f"0.1.0@{DIGEST}"
+    assert values["tensorboard"]["image"] == f"docker.io/library/trainop-tensorboard:0.1.0@{DIGEST}"
+    assert values["metacontroller"]["image"] == {"tag": f"v4.17.2@{DIGEST}"}
+
+
+def test_pinning_the_chart_s_values_changes_nothing_else_and_keeps_the_comments() -> None:
+    original, pinned = yaml.safe_load(CHART_VALUES.read_text()), yaml.safe_load(pinned_values())
+    for values in (original, pinned):
+        values["image"].pop("tag")
+        values["tensorboard"].pop("image")
+        values["metacontroller"].pop("image", None)
+    assert pinned == original
+    comments = [line for line in CHART_VALUES.read_text().splitlines() if line.lstrip().startswith("#")]
+    assert set(comments) <= set(pinned_values().splitlines())
+
+
+def test_a_reference_without_a_digest_is_refused() -> None:
+    with pytest.raises(release_files.ReleaseError, match=r"--image-tag .0\.1\.0.: expected NAME@sha256:"):
+        release_files.pin_chart_values(CHART_VALUES.read_text(), "0.1.0", f"tb@{DIGEST}", f"v1@{DIGEST}")
+
+
+def test_values_without_a_place_to_pin_are_refused() -> None:
+    text = CHART_VALUES.read_text().replace("\ntensorboard:\n", "\nboard:\n")
+    with pytest.raises(release_files.ReleaseError, match=r"no tensorboard\.image to pin"):
+        release_files.pin_chart_values(text, f"0.1.0@{DIGEST}", f"tb@{DIGEST}", f"v1@{DIGEST}")
