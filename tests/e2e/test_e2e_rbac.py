@@ -518,9 +518,12 @@ def test_metacontroller_cannot_rewrite_a_launcher_binding_to_another_user(
     release: Release, metacontroller: str
 ) -> None:
     owner = mpijob_owner(release, "rebind")
-    body = role_binding("rebind-launcher", TENANT, owner, service_account("rebind-launcher", TENANT))
-    ok, out = as_user(release, metacontroller, "create", "-f", "-", body=body)
-    assert ok, out
+    for body in (
+        role("rebind-launcher", TENANT, owner, [PODS_READ]),
+        role_binding("rebind-launcher", TENANT, owner, service_account("rebind-launcher", TENANT)),
+    ):
+        ok, out = as_user(release, metacontroller, "create", "-f", "-", body=body)
+        assert ok, out
     stored = release.cp.get_json("rolebinding/rebind-launcher", "-n", TENANT)
     ok, out = as_user(
         release, metacontroller, "replace", "-f", "-", body={**stored, "subjects": [USER_MALLORY]}
