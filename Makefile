@@ -16,7 +16,8 @@
 #   tiers         every tier, then fuzz; `make -k tiers` runs every stage even after one failed
 #   all           check, then tiers
 #   release       hack/release.sh of pyproject's version into dist/ (VERSION=x.y.z for another;
-#                 docs/release.md); the node tier's tests/e2e_node/test_release.py runs it too
+#                 docs/release.md), signed with TRAINOP_RELEASE_SIGNING_KEY (RELEASE_FLAGS=--unsigned
+#                 without); the node tier's tests/e2e_node/test_release.py runs it too
 #
 # Any pytest exit but 0 fails its stage, 5 (nothing collected: a marker or path that selects no test) too.
 
@@ -120,4 +121,4 @@ explore:
 	exit $$status
 
 release:
-	bash hack/release.sh $(or $(VERSION),$$($(PYTHON) hack/lib/versions.py current))
+	bash hack/release.sh $(or $(VERSION),$$($(PYTHON) hack/lib/versions.py current)) $(RELEASE_FLAGS)

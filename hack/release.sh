@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cuts a release into dist/VERSION/ (docs/release.md), offline, from this work tree:
 #
-#   hack/release.sh VERSION [--base-url URL] [--dist DIR]
+#   hack/release.sh VERSION [--base-url URL] [--dist DIR] [--unsigned]
 #
 # VERSION is MAJOR.MINOR.PATCH (e.g. 0.2.0). First it writes VERSION into every file that names the
 # version (hack/lib/versions.py: pyproject.toml, trainop/__init__.py, the chart, the manifests, the
@@ -12,7 +12,8 @@
 #                                  (as the chart's values configure it, in namespace metacontroller),
 #                                  every image pinned by the digest of the archive in images/
 #   trainop-crds.yaml              every CRD of trainop.yaml (apply and wait for Established first)
-#   trainop-VERSION.tgz            the Helm chart with its Metacontroller dependency inside
+#   trainop-VERSION.tgz            the Helm chart with its Metacontroller dependency inside, its default
+#                                  values naming the images of images/ by digest
 #   images/*.oci.tar               the project's image (hack/build-image.sh), the TensorBoard image
 #                                  (hack/build-tensorboard-image.sh) and Metacontroller's (hack/build-node.sh)
 #   examples/NAME.yaml             `trainop examples show NAME` for every packaged example
@@ -22,6 +23,10 @@
 #   RELEASE-NOTES.md               docs/releases/VERSION.md if present, the images' digests, and the commits
 #                                  since the previous v* tag (every commit for the first release)
 #   SHA256SUMS                     over every file above (`sha256sum -c SHA256SUMS` in dist/VERSION/)
+#   SHA256SUMS.sig                 an SSH signature of SHA256SUMS by the private key file
+#                                  $TRAINOP_RELEASE_SIGNING_KEY (hack/lib/release-signature.sh; verify it
+#                                  against the project's published allowed_signers). Without that key the
+#                                  release is refused unless --unsigned says it is meant to be unsigned.
 #
 # and, over every release in DIR: index.yaml (a Helm repository with relative URLs, so `helm repo add
 # trainop http://HOST/` works wherever DIR is served) and index.html (every release with its install
@@ -35,20 +40,26 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; }
 
-VERSION="" BASE_URL="" DIST="$REPO/dist"
+VERSION="" BASE_URL="" DIST="$REPO/dist" UNSIGNED=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --base-url) [ $# -ge 2 ] || { echo "--base-url needs a URL" >&2; exit 2; }; BASE_URL="$2"; shift 2 ;;
     --base-url=*) BASE_URL="${1#--base-url=}"; shift ;;
     --dist) [ $# -ge 2 ] || { echo "--dist needs a directory" >&2; exit 2; }; DIST="$2"; shift 2 ;;
     --dist=*) DIST="${1#--dist=}"; shift ;;
+    --unsigned) UNSIGNED=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
     *) [ -z "$VERSION" ] || { echo "one VERSION only; got $VERSION and $1" >&2; exit 2; }; VERSION="$1"; shift ;;
   esac
 done
-[ -n "$VERSION" ] || { echo "usage: hack/release.sh VERSION [--base-url URL] [--dist DIR] (see --help)" >&2; exit 2; }
+[ -n "$VERSION" ] || { echo "usage: hack/release.sh VERSION [--base-url URL] [--dist DIR] [--unsigned] (see --help)" >&2; exit 2; }
 "$PYTHON" "$REPO/hack/lib/versions.py" valid "$VERSION" || exit 2
+SIGNING_KEY="${TRAINOP_RELEASE_SIGNING_KEY:-}"
+if [ -z "$UNSIGNED" ]; then
+  [ -n "$SIGNING_KEY" ] || { echo "TRAINOP_RELEASE_SIGNING_KEY is not set: the path of the SSH private key that signs SHA256SUMS; pass --unsigned for a release without a signature" >&2; exit 2; }
+  [ -r "$SIGNING_KEY" ] || { echo "TRAINOP_RELEASE_SIGNING_KEY=$SIGNING_KEY is not a readable file" >&2; exit 2; }
+fi
 if [ -n "$BASE_URL" ]; then
   case "$BASE_URL" in http://?*|https://?*) ;; *) echo "--base-url must be an http(s) URL; got $BASE_URL" >&2; exit 2 ;; esac
 fi
@@ -115,6 +126,10 @@ cp -r charts/trainop "$WORK/chart/trainop"
 rm -f "$WORK/chart/trainop/charts/"*.tgz
 mkdir -p "$WORK/chart/trainop/charts"
 cp "$MC_CHART" "$WORK/chart/trainop/charts/"
+# Its default values pull the images archived beside it, by digest, as trainop.yaml does.
+"$PYTHON" hack/lib/release_files.py chart-values "$WORK/chart/trainop/values.yaml" \
+  --image-tag "$VERSION@$APP_DIGEST" --tensorboard "$TB_REPO:$VERSION@$TB_DIGEST" \
+  --metacontroller-tag "v$MC_VERSION@$MC_DIGEST"
 "$HELM" lint "$WORK/chart/trainop" >"$WORK/lint.log" 2>&1 || { cat "$WORK/lint.log" >&2; exit 1; }
 "$HELM" package "$WORK/chart/trainop" -d "$STAGE" >/dev/null
 
@@ -182,6 +197,12 @@ previous="$(git describe --tags --abbrev=0 --match 'v[0-9]*' --exclude "v$VERSIO
 } >"$STAGE/RELEASE-NOTES.md"
 
 (cd "$STAGE" && find . -type f ! -name SHA256SUMS -printf '%P\n' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
+if [ -z "$UNSIGNED" ]; then
+  log "SHA256SUMS.sig: signed with $SIGNING_KEY, checked against its public key"
+  bash hack/lib/release-signature.sh sign "$STAGE"
+  echo "release@trainop namespaces=\"trainop-release\" $(ssh-keygen -y -f "$SIGNING_KEY")" >"$WORK/allowed_signers"
+  bash hack/lib/release-signature.sh verify "$STAGE" "$WORK/allowed_signers"
+fi
 mv "$STAGE" "$OUT"
 
 # --------------------------------------------------------------------------------------------- dist/

@@ -11,15 +11,18 @@ import hashlib
 import importlib.util
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 LIB = REPO / "hack" / "lib"
@@ -271,3 +274,145 @@ def test_the_page_explains_its_placeholder_address_only_when_it_has_one(tmp_path
     explanation = "stands for the address this folder is served from"
     assert explanation in release_files.page(tmp_path, release_files.PLACEHOLDER_BASE_URL)
     assert explanation not in release_files.page(tmp_path, "https://example.test/r")
+
+
+@pytest.mark.parametrize(("signed", "says"), [(True, "-n trainop-release -s SHA256SUMS.sig"),
+                                              (False, "(this release is unsigned)")])  # fmt: skip
+def test_the_page_says_how_to_verify_a_release_or_that_it_is_unsigned(
+    tmp_path: Path, signed: bool, says: str
+) -> None:
+    (tmp_path / "0.1.0").mkdir()
+    if signed:
+        (tmp_path / "0.1.0" / "SHA256SUMS.sig").write_text("sig\n")
+    assert says in release_files.page(tmp_path, "https://example.test/r")
+
+
+# --------------------------------------------------------------------------------------------- signature
+
+SIGNATURE_TOOL = REPO / "hack" / "lib" / "release-signature.sh"
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    private: Path
+    allowed_signers: Path
+
+
+def signing_key(folder: Path, name: str) -> SigningKey:
+    private = folder / name
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(private)], check=True
+    )
+    public = (folder / f"{name}.pub").read_text().strip()
+    allowed = folder / f"{name}.allowed_signers"
+    allowed.write_text(f'release@trainop namespaces="trainop-release" {public}\n')
+    return SigningKey(private, allowed)
+
+
+def release_folder(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "trainop.yaml").write_text("---\n")
+    subprocess.run("sha256sum trainop.yaml >SHA256SUMS", shell=True, cwd=folder, check=True)
+    return folder
+
+
+def signature_tool(*args: str, key: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRAINOP_RELEASE_SIGNING_KEY"}
+    if key is not None:
+        env["TRAINOP_RELEASE_SIGNING_KEY"] = str(key)
+    return subprocess.run(["bash", str(SIGNATURE_TOOL), *args], capture_output=True, text=True, env=env,
+                          check=False)  # fmt: skip
+
+
+def test_a_signed_sha256sums_verifies_against_the_signers_public_key(tmp_path: Path) -> None:
+    key = signing_key(tmp_path, "release")
+    folder = release_folder(tmp_path / "0.1.0")
+    assert signature_tool("sign", str(folder), key=key.private).returncode == 0
+    res = signature_tool("verify", str(folder), str(key.allowed_signers))
+    assert res.returncode == 0, res.stderr
+    assert 'Good "trainop-release" signature for release@trainop' in res.stderr
+
+
+def test_a_changed_sha256sums_fails_verification(tmp_path: Path) -> None:
+    key = signing_key(tmp_path, "release")
+    folder = release_folder(tmp_path / "0.1.0")
+    signature_tool("sign", str(folder), key=key.private)
+    with (folder / "SHA256SUMS").open("a") as sums:
+        sums.write(f"{'0' * 64}  planted.yaml\n")
+    res = signature_tool("verify", str(folder), str(key.allowed_signers))
+    assert res.returncode != 0 and "Signature verification failed" in res.stderr, res.stderr
+
+
+def test_a_changed_file_fails_verification_though_the_signature_holds(tmp_path: Path) -> None:
+    key = signing_key(tmp_path, "release")
+    folder = release_folder(tmp_path / "0.1.0")
+    signature_tool("sign", str(folder), key=key.private)
+    (folder / "trainop.yaml").write_text("kind: Planted\n")
+    res = signature_tool("verify", str(folder), str(key.allowed_signers))
+    assert res.returncode != 0 and "trainop.yaml: FAILED" in res.stdout, res.stdout + res.stderr
+
+
+def test_a_signature_by_another_key_fails_verification(tmp_path: Path) -> None:
+    ours, theirs = signing_key(tmp_path, "release"), signing_key(tmp_path, "other")
+    folder = release_folder(tmp_path / "0.1.0")
+    signature_tool("sign", str(folder), key=theirs.private)
+    res = signature_tool("verify", str(folder), str(ours.allowed_signers))
+    assert res.returncode != 0, res.stderr
+
+
+def test_signing_without_a_key_names_the_variable_to_set(tmp_path: Path) -> None:
+    res = signature_tool("sign", str(release_folder(tmp_path / "0.1.0")))
+    assert res.returncode == 2 and "TRAINOP_RELEASE_SIGNING_KEY is not set" in res.stderr
+
+
+def test_a_release_without_a_signing_key_is_refused_unless_asked_unsigned(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRAINOP_RELEASE_SIGNING_KEY"}
+    res = subprocess.run(["bash", str(REPO / "hack" / "release.sh"), "0.1.0", "--dist", str(tmp_path)],
+                         capture_output=True, text=True, env=env, cwd=REPO, check=False)  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "TRAINOP_RELEASE_SIGNING_KEY is not set" in res.stderr and "--unsigned" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------------------------- chart values
+
+DIGEST = "sha256:" + "ab" * 32
+CHART_VALUES = REPO / "charts" / "trainop" / "values.yaml"
+
+
+def pinned_values() -> str:
+    return release_files.pin_chart_values(
+        CHART_VALUES.read_text(),
+        f"0.1.0@{DIGEST}",
+        f"docker.io/library/trainop-tensorboard:0.1.0@{DIGEST}",
+        f"v4.17.2@{DIGEST}",
+    )
+
+
+def test_the_packaged_chart_s_values_pin_the_images_of_the_release_by_digest() -> None:
+    values = yaml.safe_load(pinned_values())
+    assert values["image"]["tag"] == f"0.1.0@{DIGEST}"
+    assert values["tensorboard"]["image"] == f"docker.io/library/trainop-tensorboard:0.1.0@{DIGEST}"
+    assert values["metacontroller"]["image"] == {"tag": f"v4.17.2@{DIGEST}"}
+
+
+def test_pinning_the_chart_s_values_changes_nothing_else_and_keeps_the_comments() -> None:
+    original, pinned = yaml.safe_load(CHART_VALUES.read_text()), yaml.safe_load(pinned_values())
+    for values in (original, pinned):
+        values["image"].pop("tag")
+        values["tensorboard"].pop("image")
+        values["metacontroller"].pop("image", None)
+    assert pinned == original
+    comments = [line for line in CHART_VALUES.read_text().splitlines() if line.lstrip().startswith("#")]
+    assert set(comments) <= set(pinned_values().splitlines())
+
+
+def test_a_reference_without_a_digest_is_refused() -> None:
+    with pytest.raises(release_files.ReleaseError, match=r"--image-tag .0\.1\.0.: expected NAME@sha256:"):
+        release_files.pin_chart_values(CHART_VALUES.read_text(), "0.1.0", f"tb@{DIGEST}", f"v1@{DIGEST}")
+
+
+def test_values_without_a_place_to_pin_are_refused() -> None:
+    text = CHART_VALUES.read_text().replace("\ntensorboard:\n", "\nboard:\n")
+    with pytest.raises(release_files.ReleaseError, match=r"no tensorboard\.image to pin"):
+        release_files.pin_chart_values(text, f"0.1.0@{DIGEST}", f"tb@{DIGEST}", f"v1@{DIGEST}")

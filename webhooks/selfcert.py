@@ -13,7 +13,10 @@ Like Kubeflow's cert-controller rotator, every replica runs the same idempotent 
    start) would make the apiserver trust their CA. What the server creates carries the annotation
    `trainop/webhook-certificate: self-managed` and, when it runs as a ServiceAccount (always in a pod),
    an owner reference to that ServiceAccount's uid, which nobody can know before the install creates
-   it; and its serving certificate is signed by its CA. A Secret lacking one of these is refused: the
+   it; and its serving certificate is signed by its CA. Those marks can be copied by anyone who may
+   create Secrets in the namespace and read the ServiceAccount after the install: the admission policy
+   that lets only this server write the Secret is what refuses such a copy, and it is required
+   (docs/security.md#the-certificate-secret-policy-is-required). A Secret lacking one is refused: the
    keeper logs `secret-refused` with the reason and writes no serving file (the pod stays unready; a
    running server keeps presenting its current certificate). Delete the Secret to have a new one issued,
    or set TRAINOP_WEBHOOK_CERT_ADOPT=true to take it over (a hand-made or cert-manager Secret): its material

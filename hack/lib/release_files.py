@@ -4,6 +4,8 @@
         --pin docker.io/library/trainop=sha256:... [--pin ...] [--tensorboard REF@DIGEST] \\
         --out trainop.yaml --crds-out trainop-crds.yaml
     python3 release_files.py page --dist dist/ [--base-url URL]     # writes dist/index.html
+    python3 release_files.py chart-values VALUES --image-tag TAG@DIGEST --tensorboard REF@DIGEST \
+        --metacontroller-tag TAG@DIGEST
 
 ``manifest``: one install manifest from ``kubectl kustomize manifests/`` and Metacontroller as the chart's
 values configure it (``helm template``, into its own namespace ``metacontroller``, where the manifests'
@@ -13,6 +15,10 @@ the order given. Every container image is replaced by ``repository@digest`` from
 shipped). ``--tensorboard`` is written into the servers' ``TRAINOP_TENSORBOARD_IMAGE``, the image a job's
 TensorBoard runs. ``--crds-out`` gets every CRD of the manifest: they must be Established before
 ``kubectl apply`` can map the CompositeControllers and the jobs.
+
+``chart-values``: the packaged chart's values.yaml with the images it installs pinned by the digests of
+the archives shipped beside it (``image.tag``, ``tensorboard.image``, Metacontroller's ``image.tag``, each
+``tag@digest``, which pulls by digest), its comments kept: what ``helm show values`` shows is the file.
 
 ``page``: ``index.html`` listing every release folder of ``dist/`` (newest first) with its install
 commands, files and notes. ``--base-url`` is where ``dist/`` is served; the default is a placeholder the
@@ -194,13 +200,46 @@ def page(dist: Path, base_url: str) -> str:
             f"({(folder / f).stat().st_size:,} bytes)</li>"
             for f in files
         )
-        out.append(f"<h3>Files</h3><p>Verify with <code>sha256sum -c SHA256SUMS</code>.</p><ul>{links}</ul>")
+        verify = (
+            "<code>ssh-keygen -Y verify -f allowed_signers -I release@trainop -n trainop-release "
+            "-s SHA256SUMS.sig &lt; SHA256SUMS &amp;&amp; sha256sum -c SHA256SUMS</code>, with the "
+            "project's published <code>allowed_signers</code>"
+            if (folder / "SHA256SUMS.sig").is_file()
+            else "<code>sha256sum -c SHA256SUMS</code> (this release is unsigned)"
+        )
+        out.append(f"<h3>Files</h3><p>Verify with {verify}.</p><ul>{links}</ul>")
         notes = folder / "RELEASE-NOTES.md"
         if notes.is_file():
             text = html.escape(notes.read_text())
             out.append(f"<details><summary>Release notes</summary><pre>{text}</pre></details>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+_DIGEST_REF = re.compile(r"^[^\s@\"]+@sha256:[0-9a-f]{64}$")
+
+
+def pin_chart_values(text: str, image_tag: str, tensorboard: str, metacontroller_tag: str) -> str:
+    """values.yaml with the release's images pinned; each place must be found exactly once."""
+    for flag, value in (("--image-tag", image_tag), ("--tensorboard", tensorboard),
+                        ("--metacontroller-tag", metacontroller_tag)):  # fmt: skip
+        if not _DIGEST_REF.match(value):
+            raise ReleaseError(f"{flag} {value!r}: expected NAME@sha256:<64 hex digits>")
+    block = r"(?:  .*\n|#.*\n|\n)*?"  # the lines of one top-level key's block, comments included
+    pinned_mc = (
+        "  # Pinned by the release: the image archived beside this chart.\n"
+        f'  image:\n    tag: "{metacontroller_tag}"\n'
+    )
+    edits = (
+        ("image.tag", rf"(?m)^(image:\n{block}  tag: ).*$", rf'\g<1>"{image_tag}"'),
+        ("tensorboard.image", rf"(?m)^(tensorboard:\n{block}  image: ).*$", rf"\g<1>{tensorboard}"),
+        ("metacontroller.image", r"(?m)^(metacontroller:\n  enabled: .*\n)", rf"\g<1>{pinned_mc}"),
+    )  # fmt: skip
+    for what, pattern, replacement in edits:
+        text, count = re.subn(pattern, replacement, text, count=1)
+        if count != 1:
+            raise ReleaseError(f"values.yaml: no {what} to pin (the chart's values changed shape)")
+    return text
 
 
 def main(argv: list[str]) -> int:
@@ -213,6 +252,11 @@ def main(argv: list[str]) -> int:
     man.add_argument("--tensorboard", help="the TensorBoard image, REPOSITORY@sha256:...")
     man.add_argument("--out", required=True, type=Path)
     man.add_argument("--crds-out", required=True, type=Path)
+    cv = sub.add_parser("chart-values", help="pin the packaged chart's images in its values.yaml")
+    cv.add_argument("values", type=Path)
+    cv.add_argument("--image-tag", required=True, help="VERSION@sha256:... of the project's image")
+    cv.add_argument("--tensorboard", required=True, help="REPOSITORY:TAG@sha256:... of the TensorBoard image")
+    cv.add_argument("--metacontroller-tag", required=True, help="vX.Y.Z@sha256:... of Metacontroller's image")
     pg = sub.add_parser("page", help="dist/index.html")
     pg.add_argument("--dist", required=True, type=Path)
     pg.add_argument("--base-url", default=PLACEHOLDER_BASE_URL)
@@ -225,6 +269,11 @@ def main(argv: list[str]) -> int:
                 raise ReleaseError("images without a digest (no --pin names them): " + "; ".join(unpinned))
             args.out.write_text(dump(docs))
             args.crds_out.write_text(dump([d for d in docs if d["kind"] == "CustomResourceDefinition"]))
+        elif args.action == "chart-values":
+            pinned = pin_chart_values(
+                args.values.read_text(), args.image_tag, args.tensorboard, args.metacontroller_tag
+            )
+            args.values.write_text(pinned)
         else:
             if not re.match(r"^https?://[^\s\"'<>]+$", args.base_url):
                 raise ReleaseError(f"--base-url {args.base_url!r} must be an http(s) URL")

@@ -127,6 +127,34 @@ def test_the_hooks_record_events_on_every_job_through_the_admission_policy(
     ns.wait_until(f"an Event on {kind} {name} from its controller", recorded, timeout=60)
 
 
+def test_an_mpijob_gets_its_launcher_role_and_binding_past_the_metacontroller_policies(
+    release: Release, every_kind: tuple[Namespace, dict[str, dict[str, Any]]]
+) -> None:
+    """The release holds Metacontroller's Role writes to launchers' (docs/security.md): these got in."""
+    ns, applied = every_kind
+    name = applied["MPIJob"]["metadata"]["name"]
+    ns.wait_for(f"mpijobs.kubeflow.org/{name}", "Succeeded", timeout=120)
+    assert release.kubectl("get", "validatingadmissionpolicy", f"{RELEASE}-metacontroller-launcher-roles")
+    workers = [
+        f"{name}-worker-{i}"
+        for i in range(applied["MPIJob"]["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"])
+    ]
+
+    def exec_rule_names_the_workers() -> bool:
+        rules = ns.get(f"role/{name}-launcher")["rules"]
+        return [r.get("resourceNames") for r in rules if r["resources"] == ["pods/exec"]] == [workers]
+
+    # The Role is created without the exec rule and updated once the workers are observed.
+    ns.wait_until("the launcher Role names the workers", exec_rule_names_the_workers, timeout=60)
+    binding = ns.get(f"rolebinding/{name}-launcher")
+    launcher_sa = f"{name}-launcher"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": launcher_sa, "namespace": ns.name}]
+    owners = [o for o in binding["metadata"]["ownerReferences"] if o.get("controller")]
+    assert [(o["kind"], o["name"]) for o in owners] == [("MPIJob", name)]
+    # A policy's denial reaches Metacontroller's log as "... forbidden: ValidatingAdmissionPolicy ...".
+    assert "ValidatingAdmissionPolicy" not in release.servers_log("metacontroller")
+
+
 def test_metacontroller_runs_with_the_narrowed_cluster_role(release: Release) -> None:
     rules = release.values()["metacontroller"]["clusterRole"]["rules"]
     assert not any("*" in r.get("resources", []) and "*" in r.get("apiGroups", []) for r in rules)

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.e2e
 RELEASE, NAMESPACE = "trainop", "trainop-system"
 WEBHOOKS = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-webhooks"
 HOOKS = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-hooks"
+METACONTROLLER = f"system:serviceaccount:{NAMESPACE}:{RELEASE}-metacontroller"
 SECRET = f"{RELEASE}-webhook-cert"
 TENANT = "tenant"
 ONLY_CA_BUNDLE = policies.WEBHOOK_CONFIGURATION_VALIDATIONS[2]["message"]
@@ -34,6 +35,11 @@ ONLY_OWN_CONFIGURATIONS = policies.WEBHOOK_CONFIGURATION_VALIDATIONS[0]["message
 ONLY_JOB_EVENTS = policies.HOOKS_EVENT_VALIDATIONS[0]["message"]
 ONLY_AGGREGATE = policies.HOOKS_EVENT_VALIDATIONS[1]["message"]
 ONLY_FINISHED_WITH_TTL = policies.HOOKS_JOB_DELETION_VALIDATIONS[0]["message"]
+ONLY_LAUNCHER_RBAC = "Metacontroller may write a Role or RoleBinding only as an MPIJob's launcher RBAC"
+ONLY_LAUNCHER_RULES = policies.LAUNCHER_ROLE_VALIDATIONS[1]["message"]
+ONLY_LAUNCHER_SUBJECT = policies.LAUNCHER_ROLE_BINDING_VALIDATIONS[1]["message"]
+# Someone Metacontroller's token would hand exec rights to.
+MALLORY = "mallory"
 # What the issue's attacker patched into the mutating configuration, one change at a time.
 HOSTILE_PATCHES = {
     "failurePolicy Ignore": [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}],
@@ -106,6 +112,16 @@ def release(cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> 
         ),
         "webhook certificate Secret": ("admin", "create", "secret", "generic", SECRET, "-n", NAMESPACE),
         ONLY_JOB_EVENTS: (HOOKS, "create", "-f", "-"),
+        ONLY_LAUNCHER_RBAC: (
+            METACONTROLLER,
+            "create",
+            "role",
+            "probe",
+            "-n",
+            TENANT,
+            "--verb=get",
+            "--resource=pods",
+        ),
     }
     pod_event = event("probe", {"apiVersion": "v1", "kind": "Pod", "name": "p"}, "tfjob-controller")
 
@@ -358,30 +374,176 @@ def test_metacontroller_cannot_grant_secrets_in_a_role(release: Release, metacon
     assert not ok and "attempting to grant RBAC permissions not currently held" in out, out
 
 
-def test_metacontroller_still_creates_the_children_and_roles_of_jobs(
-    release: Release, metacontroller: str
-) -> None:
+def mpijob_owner(rel: Release, name: str) -> dict[str, Any]:
+    """A controller reference to a real MPIJob `name` of the tenant namespace, as Metacontroller sets it."""
+    body = job("MPIJob", name, {"Launcher": replica("MPIJob"), "Worker": replica("MPIJob", 2)})
+    rel.kubectl("create", "-n", TENANT, "-f", "-", input=json.dumps(body))
+    stored = rel.cp.get_json(f"mpijob/{name}", "-n", TENANT)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MPIJob",
+        "name": name,
+        "uid": stored["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+FORGED_OWNER = {
+    "apiVersion": "kubeflow.org/v1",
+    "kind": "MPIJob",
+    "name": "tap",
+    "uid": "5e1f",
+    "controller": True,
+}
+PODS_READ = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+
+
+def exec_into(*pods: str) -> dict[str, Any]:
+    rule: dict[str, Any] = {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}
+    return {**rule, "resourceNames": list(pods)} if pods else rule
+
+
+def role(
+    name: str, namespace: str, owner: dict[str, Any] | None, rules: list[dict[str, Any]]
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {**meta, **({"ownerReferences": [owner]} if owner else {})},
+        "rules": rules,
+    }
+
+
+def role_binding(
+    name: str, namespace: str, owner: dict[str, Any] | None, subject: dict[str, Any]
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {**meta, **({"ownerReferences": [owner]} if owner else {})},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [subject],
+    }
+
+
+def service_account(name: str, namespace: str) -> dict[str, Any]:
+    return {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+
+
+USER_MALLORY = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": MALLORY}
+
+
+def test_the_chart_holds_the_service_account_its_metacontroller_runs_as(metacontroller: str) -> None:
+    assert metacontroller == METACONTROLLER
+
+
+def test_metacontroller_may_still_create_every_child_kind(release: Release, metacontroller: str) -> None:
     for resource in ("pods", "services", "configmaps", "serviceaccounts", "roles", "rolebindings"):
         assert can_i(release, metacontroller, "create", resource, "-n", TENANT), resource
+
+
+def test_metacontroller_may_write_an_mpijobs_launcher_role_and_binding(
+    release: Release, metacontroller: str
+) -> None:
+    owner = mpijob_owner(release, "pi")
+    rules = [PODS_READ, exec_into("pi-worker-0", "pi-worker-1")]
+    for body in (
+        role("pi-launcher", TENANT, owner, [PODS_READ]),
+        role_binding("pi-launcher", TENANT, owner, service_account("pi-launcher", TENANT)),
+    ):
+        ok, out = as_user(release, metacontroller, "create", "-f", "-", body=body)
+        assert ok, out
+    stored = release.cp.get_json("role/pi-launcher", "-n", TENANT)
+    ok, out = as_user(release, metacontroller, "replace", "-f", "-", body={**stored, "rules": rules})
+    assert ok, out
+    launcher = f"system:serviceaccount:{TENANT}:pi-launcher"
+    assert can_i(release, launcher, "create", "pods/pi-worker-1", "--subresource=exec", "-n", TENANT)
+
+
+@pytest.mark.parametrize("namespace", [TENANT, "kube-system"])
+def test_metacontroller_cannot_write_a_role_granting_pods_exec(
+    release: Release, metacontroller: str, namespace: str
+) -> None:
+    ok, out = as_user(
+        release, metacontroller, "create", "-f", "-", body=role("tap", namespace, None, [exec_into()])
+    )
+    assert not ok and ONLY_LAUNCHER_RBAC in out, out
+    stored = release.kubectl("get", "role", "tap", "-n", namespace, "--ignore-not-found", "-o", "name")
+    assert stored.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("namespace", [TENANT, "kube-system"])
+def test_metacontroller_cannot_widen_a_launcher_role_it_names_after_an_mpijob(
+    release: Release, metacontroller: str, namespace: str
+) -> None:
+    for rules in ([PODS_READ, exec_into()], [PODS_READ, exec_into("coredns-0")], [exec_into("tap-worker-0")]):
+        body = role("tap-launcher", namespace, FORGED_OWNER, rules)
+        ok, out = as_user(release, metacontroller, "create", "-f", "-", body=body)
+        assert not ok and ONLY_LAUNCHER_RULES in out, (rules, out)
+
+
+@pytest.mark.parametrize("namespace", [TENANT, "kube-system"])
+def test_metacontroller_cannot_bind_a_role_to_another_user(
+    release: Release, metacontroller: str, namespace: str
+) -> None:
+    """A Role granting exec exists (someone's); Metacontroller holds what it grants, so RBAC lets it bind."""
+    exec_role = f"exec-{namespace}"
+    release.kubectl("create", "role", exec_role, "-n", namespace, "--verb=create", "--resource=pods/exec")
     ok, out = as_user(
         release,
         metacontroller,
         "create",
-        "role",
-        "launcher",
+        "rolebinding",
+        "tap",
         "-n",
-        TENANT,
-        "--verb=create",
-        "--resource=pods/exec",
+        namespace,
+        f"--role={exec_role}",
+        f"--user={MALLORY}",
     )
-    assert ok, out
+    assert not ok and ONLY_LAUNCHER_RBAC in out, out
+    release.kubectl(
+        "create", "role", "tap-launcher", "-n", namespace, "--verb=create", "--resource=pods/exec"
+    )
+    for subject in (USER_MALLORY, service_account("tap-launcher", "kube-public")):
+        body = role_binding("tap-launcher", namespace, FORGED_OWNER, subject)
+        ok, out = as_user(release, metacontroller, "create", "-f", "-", body=body)
+        assert not ok and ONLY_LAUNCHER_SUBJECT in out, (subject, out)
+    assert not can_i(release, MALLORY, "create", "pods/exec", "-n", namespace)
 
 
-def test_the_release_installs_its_four_policies(release: Release) -> None:
+def test_metacontroller_cannot_rewrite_a_launcher_binding_to_another_user(
+    release: Release, metacontroller: str
+) -> None:
+    owner = mpijob_owner(release, "rebind")
+    for body in (
+        role("rebind-launcher", TENANT, owner, [PODS_READ]),
+        role_binding("rebind-launcher", TENANT, owner, service_account("rebind-launcher", TENANT)),
+    ):
+        ok, out = as_user(release, metacontroller, "create", "-f", "-", body=body)
+        assert ok, out
+    stored = release.cp.get_json("rolebinding/rebind-launcher", "-n", TENANT)
+    ok, out = as_user(
+        release, metacontroller, "replace", "-f", "-", body={**stored, "subjects": [USER_MALLORY]}
+    )
+    assert not ok and ONLY_LAUNCHER_SUBJECT in out, out
+    assert release.cp.get_json("rolebinding/rebind-launcher", "-n", TENANT)["subjects"] == stored["subjects"]
+
+
+def test_the_release_installs_its_six_policies(release: Release) -> None:
     names = release.kubectl(
         "get", "validatingadmissionpolicies", "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name"
     ).stdout.split()
     assert sorted(names) == sorted(
         f"validatingadmissionpolicy.admissionregistration.k8s.io/{RELEASE}-{n}"
-        for n in ("webhooks-ca-bundle-only", "webhook-cert-writer", "hooks-events", "hooks-job-deletion")
+        for n in (
+            "webhooks-ca-bundle-only",
+            "webhook-cert-writer",
+            "hooks-events",
+            "hooks-job-deletion",
+            "metacontroller-launcher-roles",
+            "metacontroller-launcher-rolebindings",
+        )
     )

@@ -56,6 +56,7 @@ class Served:
     dist: Path
     version: str
     url: str  # where dist/ is served, ending in /
+    allowed_signers: Path  # the public half of the key the release was signed with, as a user has it
 
     @property
     def folder(self) -> Path:
@@ -68,9 +69,15 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     dist = tmp_path_factory.mktemp("dist")
+    keys = tmp_path_factory.mktemp("signing")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "release")], check=True)
+    allowed_signers = keys / "allowed_signers"
+    public = (keys / "release.pub").read_text().strip()
+    allowed_signers.write_text(f'release@trainop namespaces="trainop-release" {public}\n')
     version = versions.current()
+    env = {**os.environ, "TRAINOP_RELEASE_SIGNING_KEY": str(keys / "release")}
     res = subprocess.run(["bash", str(RELEASE_SCRIPT), version, "--dist", str(dist)],
-                         capture_output=True, text=True, cwd=REPO, timeout=1800)  # fmt: skip
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=1800)  # fmt: skip
     if res.returncode != 0:
         pytest.fail(
             f"hack/release.sh {version} exited {res.returncode}:\n{res.stderr[-6000:]}", pytrace=False
@@ -80,7 +87,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     thread = threading.Thread(target=server.serve_forever, name="dist", daemon=True)
     thread.start()
     try:
-        yield Served(dist, version, f"http://127.0.0.1:{server.server_address[1]}/")
+        yield Served(dist, version, f"http://127.0.0.1:{server.server_address[1]}/", allowed_signers)
     finally:
         server.shutdown()
         server.server_close()
@@ -127,6 +134,23 @@ def test_the_wheel_from_the_release_is_the_trainop_the_new_venv_imports(venv: Pa
     assert Path(path).is_relative_to(venv / "lib"), path
     assert version == served.version
     assert in_venv(venv, "trainop", "--version").stdout.strip() == f"trainop {served.version}"
+
+
+def test_the_served_release_verifies_against_the_signers_public_key(served: Served, tmp_path: Path) -> None:
+    """What docs/release.md tells a user to run, on the files as downloaded."""
+    for name in ("SHA256SUMS", "SHA256SUMS.sig", "trainop.yaml"):
+        with urllib.request.urlopen(served.at(name), timeout=60) as response:
+            (tmp_path / name).write_bytes(response.read())
+    verify = subprocess.run(
+        ["ssh-keygen", "-Y", "verify", "-f", str(served.allowed_signers), "-I", "release@trainop",
+         "-n", "trainop-release", "-s", "SHA256SUMS.sig"],
+        input=(tmp_path / "SHA256SUMS").read_text(), capture_output=True, text=True, cwd=tmp_path,
+        check=False,
+    )  # fmt: skip
+    assert verify.returncode == 0, verify.stderr
+    check = subprocess.run(["sha256sum", "--ignore-missing", "-c", "SHA256SUMS"], capture_output=True,
+                           text=True, cwd=tmp_path, check=False)  # fmt: skip
+    assert check.returncode == 0 and "trainop.yaml: OK" in check.stdout, check.stdout + check.stderr
 
 
 def test_the_served_build_context_of_the_examples_images_is_training_images_as_committed(

@@ -9,6 +9,7 @@ import yaml
 
 from tests.install.test_manifests import CHART, MANIFESTS, kustomized, render
 from trainop.install import manifests
+from trainop.install import policies as policy_module
 from trainop.jsontypes import Json
 
 POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
@@ -72,3 +73,51 @@ def test_metacontroller_holds_no_secrets_and_no_namespaces() -> None:
         (group, resource) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"]
     }
     assert not granted & {("", "secrets"), ("", "namespaces"), ("", "*"), ("*", "*")}
+
+
+def launcher_policies(user: str) -> dict[str, Json]:
+    return policies(
+        policy_module.launcher_rbac_policies(
+            prefix="trainop", metacontroller_user=user, labels=manifests.LABELS
+        )
+    )
+
+
+def test_the_bundled_metacontroller_may_write_only_mpi_launchers_roles_and_bindings(
+    helm: tuple[str, Path], installed: list[Json]
+) -> None:
+    rendered = policies(render(helm, "metacontroller.enabled=true"))
+    extra = {k: v for k, v in rendered.items() if k not in policies(installed)}
+    assert extra == launcher_policies(f"system:serviceaccount:{manifests.NAMESPACE}:trainop-metacontroller")
+
+
+@pytest.mark.parametrize(
+    ("setting", "account"),
+    [
+        ("metacontroller.fullnameOverride=mc", "mc"),
+        ("metacontroller.serviceAccount.name=mc-sa", "mc-sa"),
+        ("metacontroller.serviceAccount.create=false", "default"),
+    ],
+)
+def test_the_launcher_policies_name_the_service_account_the_subchart_creates(
+    helm: tuple[str, Path], setting: str, account: str
+) -> None:
+    rendered = policies(render(helm, "metacontroller.enabled=true", setting))
+    caller = rendered["trainop-metacontroller-launcher-roles"]["matchConditions"][0]["expression"]
+    assert caller == f'request.userInfo.username == "system:serviceaccount:{manifests.NAMESPACE}:{account}"'
+
+
+def test_a_metacontroller_of_your_own_gets_no_launcher_policy(helm: tuple[str, Path]) -> None:
+    """It may serve other controllers, whose Roles the policy would refuse."""
+    assert not [name for name in policies(render(helm)) if "metacontroller" in name]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["networkPolicy.enabled=false", "metacontroller.enabled=true", "rbac.aggregateToUserRoles=false"],
+)
+def test_a_self_managed_certificate_always_comes_with_its_secret_policy(
+    helm: tuple[str, Path], setting: str
+) -> None:
+    """The server's own check of the Secret can be copied: the policy is what it relies on."""
+    assert "trainop-webhook-cert-writer" in policies(render(helm, setting))

@@ -272,6 +272,8 @@ def chart_admission_policies(kinds: Iterable[KindInfo] = KINDS.values()) -> Json
         "certSecretValidations": list(policies.CERT_SECRET_VALIDATIONS),
         "hooksEventValidations": list(policies.HOOKS_EVENT_VALIDATIONS),
         "hooksJobDeletionValidations": list(policies.HOOKS_JOB_DELETION_VALIDATIONS),
+        "launcherVariables": list(policies.LAUNCHER_VARIABLES),
+        "launcherRbacValidations": {k: list(v) for k, v in policies.LAUNCHER_RBAC_VALIDATIONS.items()},
     }
 
 

@@ -12,7 +12,10 @@ whatever the caller's RBAC (docs/security.md#admission-policies):
   (`source.component`), and patch only such Events, changing nothing but the count, the timestamps and
   the occurrence annotation;
 * the hooks ServiceAccount may delete only a finished job (Succeeded or Failed) that sets
-  ttlSecondsAfterFinished: its TTL deletion, and nothing a forged sync could ask for.
+  ttlSecondsAfterFinished: its TTL deletion, and nothing a forged sync could ask for;
+* the bundled Metacontroller may write only MPI launchers' Roles and RoleBindings, in the shape
+  `trainop.frameworks.mpi` desires them: RBAC lets it write a Role with any permission it holds
+  (`pods/exec` among them, for the launcher) and bind it to anyone, in any namespace.
 
 The expressions are built here once; `generated_manifests` writes them into manifests/ with the default
 names and into charts/trainop/files/ for the chart's templates, which add the release's names as
@@ -153,6 +156,81 @@ HOOKS_JOB_DELETION_VALIDATIONS: tuple[Json, ...] = (
 )
 
 
+# A launcher's Role and RoleBinding are `<job>-launcher`, controlled by MPIJob `<job>`; its Role names the
+# job's workers `<job>-worker-<index>` (trainop.frameworks.mpi.Mpi.extra_children).
+LAUNCHER_SUFFIX = "-launcher"
+LAUNCHER_VARIABLES: tuple[Json, ...] = (
+    {
+        "name": "job",
+        "expression": (
+            f'object.metadata.name.endsWith("{LAUNCHER_SUFFIX}") ? object.metadata.name.substring(0, '
+            f'size(object.metadata.name) - {len(LAUNCHER_SUFFIX)}) : ""'
+        ),
+    },
+    {"name": "workers", "expression": 'variables.job + "-worker-"'},
+)
+
+_CONTROLLED_BY_ITS_MPIJOB = (
+    'variables.job != "" && has(object.metadata.ownerReferences) && '
+    "object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller && "
+    f'o.apiVersion.startsWith("{GROUP}/") && o.kind == "MPIJob" && o.name == variables.job)'
+)
+_LAUNCHER_OWNED: Json = {
+    "expression": _CONTROLLED_BY_ITS_MPIJOB,
+    "messageExpression": (
+        "\"Metacontroller may write a Role or RoleBinding only as an MPIJob's launcher RBAC, named "
+        '<job>-launcher with a controller reference to MPIJob <job>; refused: " + request.namespace + "/" '
+        "+ object.metadata.name"
+    ),
+    "reason": "Forbidden",
+}
+_PODS_READ = (
+    'r.apiGroups == [""] && r.resources == ["pods"] && r.verbs == ["get", "list", "watch"] && '
+    "(!has(r.resourceNames) || r.resourceNames.size() == 0) && !has(r.nonResourceURLs)"
+)
+_EXEC_INTO_WORKERS = (
+    'r.apiGroups == [""] && r.resources == ["pods/exec"] && r.verbs == ["create"] && '
+    "has(r.resourceNames) && r.resourceNames.size() > 0 && r.resourceNames.all(n, "
+    'n.startsWith(variables.workers) && n.substring(size(variables.workers)).matches("^[0-9]+$")) && '
+    "!has(r.nonResourceURLs)"
+)
+LAUNCHER_ROLE_VALIDATIONS: tuple[Json, ...] = (
+    _LAUNCHER_OWNED,
+    {
+        "expression": (
+            "has(object.rules) && object.rules.size() >= 1 && object.rules.size() <= 2 && "
+            f"[object.rules[0]].all(r, {_PODS_READ}) && "
+            f"(object.rules.size() == 1 || [object.rules[1]].all(r, {_EXEC_INTO_WORKERS}))"
+        ),
+        "message": (
+            "a launcher Role may grant only get, list, watch on pods and create on pods/exec of its "
+            "job's workers by name (<job>-worker-<index>)"
+        ),
+        "reason": "Forbidden",
+    },
+)
+LAUNCHER_ROLE_BINDING_VALIDATIONS: tuple[Json, ...] = (
+    _LAUNCHER_OWNED,
+    {
+        "expression": (
+            'object.roleRef.apiGroup == "rbac.authorization.k8s.io" && object.roleRef.kind == "Role" && '
+            "object.roleRef.name == object.metadata.name && has(object.subjects) && "
+            'object.subjects.size() == 1 && object.subjects.all(s, s.kind == "ServiceAccount" && '
+            '(!has(s.apiGroup) || s.apiGroup == "") && has(s.namespace) && s.namespace == request.namespace)'
+        ),
+        "message": (
+            "a launcher RoleBinding may bind only the Role of its own name, to one ServiceAccount of its "
+            "own namespace"
+        ),
+        "reason": "Forbidden",
+    },
+)
+LAUNCHER_RBAC_VALIDATIONS = {
+    "roles": LAUNCHER_ROLE_VALIDATIONS,
+    "rolebindings": LAUNCHER_ROLE_BINDING_VALIDATIONS,
+}
+
+
 def service_account_user(namespace: str, name: str) -> str:
     return f"system:serviceaccount:{namespace}:{name}"
 
@@ -282,4 +360,27 @@ def admission_policies(
         [{"name": "controllers", "expression": controllers_map(kinds)}],
         HOOKS_EVENT_VALIDATIONS,
     )
+    return docs
+
+
+def launcher_rbac_policies(*, prefix: str, metacontroller_user: str, labels: Mapping[str, str]) -> list[Json]:
+    """Metacontroller's Role and RoleBinding writes held to MPI launchers' (only for a Metacontroller that
+    serves trainop alone: another controller's Roles would be refused too)."""
+    docs: list[Json] = []
+    for resource, validations in LAUNCHER_RBAC_VALIDATIONS.items():
+        docs += _policy(
+            f"{prefix}-metacontroller-launcher-{resource}",
+            labels,
+            [
+                {
+                    "apiGroups": ["rbac.authorization.k8s.io"],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": [resource],
+                }
+            ],
+            f"request.userInfo.username == {cel_string(metacontroller_user)}",
+            list(LAUNCHER_VARIABLES),
+            validations,
+        )
     return docs

@@ -89,3 +89,21 @@ app.kubernetes.io/component: {{ .component }}
 - name: TRAINOP_DEFAULT_PARAMETER_SERVER
   value: {{ .Values.tensorflow.defaultParameterServer | quote }}
 {{- end }}
+
+{{/* The bundled Metacontroller's user, named as the subchart names its ServiceAccount
+(metacontroller.serviceAccountName of metacontroller-helm, whose chart name is the alias "metacontroller"). */}}
+{{- define "trainop.metacontrollerUser" -}}
+{{- $mc := .Values.metacontroller }}
+{{- $name := dig "serviceAccount" "name" "" $mc }}
+{{- if not $name }}
+{{- if not (dig "serviceAccount" "create" true $mc) }}
+{{- $name = "default" }}
+{{- else if $mc.fullnameOverride }}
+{{- $name = $mc.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $chart := default "metacontroller" $mc.nameOverride }}
+{{- $name = ternary .Release.Name (printf "%s-%s" .Release.Name $chart) (contains $chart .Release.Name) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace $name }}
+{{- end }}
