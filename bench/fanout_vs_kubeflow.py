@@ -111,6 +111,12 @@ def main() -> int:
     ap.add_argument("--workers", default="100,1000", help="comma list of worker counts")
     ap.add_argument("--rounds", type=int, default=2, help="measurements per side and size")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement")
+    ap.add_argument(
+        "--metacontroller-rate",
+        default="",
+        metavar="QPS/BURST",
+        help="our Metacontroller's client rate instead of the chart's flags",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work dir with all component logs")
     args = ap.parse_args()
     sizes = [int(w) for w in args.workers.split(",") if w.strip()]
@@ -120,7 +126,7 @@ def main() -> int:
     ensure_binaries(bin_dir, work / "build-control-plane.log")
     binary = ensure_kubeflow_binary(bin_dir, work / "build-kubeflow.log")
     crds = kubeflow_dir(default_cache_dir()) / "crds"
-    ours = TrainopStack(work / "trainop", bin_dir)
+    ours = TrainopStack(work / "trainop", bin_dir, metacontroller_args=_rate_flags(args.metacontroller_rate))
     kubeflow = KubeflowStack(work / "kubeflow", bin_dir, binary, crds, client_flags=())
     sides: dict[str, Side] = {"trainop": ours, "kubeflow": kubeflow}
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
@@ -149,6 +155,13 @@ def main() -> int:
             print(f"work dir kept: {work}", file=sys.stderr)
     print_table(results, sizes)
     return 0
+
+
+def _rate_flags(rate: str) -> list[str]:
+    if not rate:
+        return []
+    qps, _, burst = rate.partition("/")
+    return [f"--client-go-qps={float(qps):g}", f"--client-go-burst={int(burst or qps)}"]
 
 
 def print_table(results: dict[tuple[str, int], list[dict[str, float]]], sizes: list[int]) -> None:
