@@ -74,7 +74,7 @@ def cluster(n: int) -> tuple[Cluster, float]:
     heap = (tracemalloc.get_traced_memory()[0] - before) / 2**20
     tracemalloc.stop()
     # As after a user's first page: the access review's answer is cached for ACCESS_SECONDS.
-    source.access[("", (), "list", "PyTorchJob", "", "")] = (time.monotonic() + 3600, True)
+    source.access[("", (), "list", "pytorchjobs.kubeflow.org", "", "")] = (time.monotonic() + 3600, True)
     return source, heap
 
 
