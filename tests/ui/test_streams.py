@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from tests.ui.fakeapi import FakeApi, event, serving
+from trainop.envvalues import SettingError
 from trainop.ui.app import UiSettings, create_app
 from trainop.ui.auth import AuthSettings
 from trainop.ui.cluster import EVENTS_PAGE, EVENTS_PER_OBJECT, MAX_LOG_CONTAINERS, Cluster
@@ -165,6 +166,12 @@ def test_one_user_past_their_stream_quota_is_refused_while_another_user_still_ge
     assert other.status_code == 200
     for answer in [*held, other]:
         answer.close()
+
+
+def test_the_per_user_stream_quota_is_read_from_the_environment_and_a_malformed_one_named():
+    assert UiSettings().with_env({"TRAINOP_UI_MAX_USER_STREAMS": "4"}).max_user_streams == 4
+    with pytest.raises(SettingError, match="TRAINOP_UI_MAX_USER_STREAMS"):
+        UiSettings().with_env({"TRAINOP_UI_MAX_USER_STREAMS": "many"})
 
 
 def test_a_closed_stream_gives_its_place_in_the_quota_back(api: tuple[FakeApi, Cluster]):
