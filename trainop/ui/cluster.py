@@ -349,7 +349,7 @@ class Cluster:
             try:
                 with client.open("GET", path) as answer:
                     text = answer.read(LOG_BYTES).decode("utf-8", "replace")
-            except (urllib.error.URLError, OSError) as exc:
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
                 lines.append(f"{tag}(trainop ui: its log could not be read: {exc})")
                 continue
             lines += [tag + line for line in text.splitlines()]
