@@ -1,6 +1,6 @@
 """The web UI's list page with 2,000 jobs: server time, and the memory of the summary the UI keeps.
 
-    python bench/ui_bench.py [--jobs N] [--repeat N]
+    python bench/ui_bench.py [--jobs N] [--repeat N] [--only list|streams]
 
 Cases: the cluster source with N jobs in its watched summary (each user's access answer cached, as after
 the first page), the first page, a filtered page and the last page; and the local source over N run
@@ -10,6 +10,12 @@ out (flask's test client). Memory: the Python heap the summaries take (tracemall
 Then `trainop ui --cluster` as the chart runs it (gunicorn, one worker) over a fake apiserver that lists
 the N jobs: the first page over HTTP (client time, loopback), and the worker process's RSS with the N
 jobs watched, idle and with every allowed event stream (64) open.
+
+Streams (`--only streams` runs just these): `trainop ui --cluster --auth proxy` under gunicorn over the
+tests' fake apiserver (tests/ui/fakeapi.py): the worker's threads and the apiserver's open log follows
+after 10 views of a 200-pod job's page; the apiserver requests per second while 64 event streams of one
+job are open and idle (16 each of 4 users, the per-user quota), and the worker's threads once they close;
+the worker's peak RSS (VmHWM) over 10 views of a job whose namespace holds 20,000 Events.
 Target: bench/README.md#targets.
 """
 
@@ -19,6 +25,7 @@ import argparse
 import contextlib
 import http.client
 import json
+import logging
 import os
 import resource
 import statistics
@@ -38,6 +45,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.ui.fakeapi import FakeApi, event
 from tests.ui.helpers import pod, pytorch, with_status, write_run
 from trainop.kubeclient import KubeClient
 from trainop.ui.app import UiSettings, create_app
@@ -74,7 +82,7 @@ def cluster(n: int) -> tuple[Cluster, float]:
     heap = (tracemalloc.get_traced_memory()[0] - before) / 2**20
     tracemalloc.stop()
     # As after a user's first page: the access review's answer is cached for ACCESS_SECONDS.
-    source.access[("", (), "list", "PyTorchJob", "", "")] = (time.monotonic() + 3600, True)
+    source.access[("", (), "list", "pytorchjobs.kubeflow.org", "", "")] = (time.monotonic() + 3600, True)
     return source, heap
 
 
@@ -206,11 +214,151 @@ def gunicorn_case(n: int, repeat: int) -> tuple[list[tuple[str, float, float, in
     return rows, idle, busy
 
 
+def proc_status(pid: int, field: str) -> int:
+    """A number of /proc/PID/status (VmHWM, VmRSS in KiB; Threads)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    return 0
+
+
+@contextlib.contextmanager
+def served_over(fake: FakeApi, folder: Path) -> Iterator[tuple[str, int]]:
+    """`trainop ui --cluster --auth proxy` under gunicorn over `fake`: its URL and worker's pid."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, fake.app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = folder / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+        "users": [{"name": "ui", "user": {"token": "fake"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "ui"}}],
+    }))  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--auth", "proxy", "--port", "0"],
+        cwd=Path(__file__).resolve().parents[1], env={**os.environ, "TRAINOP_KUBECONFIG": str(kubeconfig)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = next(line for line in proc.stdout if " at http://" in line).split(" at ", 1)[1].split()[0]
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        while not children.read_text().split():  # gunicorn is ready before it forks the worker
+            time.sleep(0.1)
+        (worker,) = children.read_text().split()
+        yield url, int(worker)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        server.shutdown()
+
+
+def as_user(url: str, path: str, name: str) -> http.client.HTTPResponse:
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+    conn.request("GET", path, headers={"X-Forwarded-User": name})
+    return conn.getresponse()
+
+
+def streams_case() -> dict[str, float]:
+    job = "/job/team-a/PyTorchJob/mnist"
+    out: dict[str, float] = {}
+    quiet = logging.getLogger("werkzeug")
+    quiet.setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as folder:
+        fake = FakeApi()
+        fake.workers = 200
+        with served_over(fake, Path(folder)) as (url, worker):
+            as_user(url, "/healthz", "alice").read()
+            out["threads_before"] = proc_status(worker, "Threads")
+            for _ in range(10):
+                answer = as_user(url, job, "alice")
+                assert answer.status == 200, answer.status
+                answer.read()
+            time.sleep(2)
+            out["threads_after_views"] = proc_status(worker, "Threads")
+            out["follows_after_views"] = fake.follows_open
+
+            logs = as_user(url, f"/stream/logs{job.removeprefix('/job')}", "alice")
+            logs.readline()
+            time.sleep(2)
+            out["follows_with_log_stream"] = fake.follows_open
+            logs.close()
+            time.sleep(3)
+            out["follows_after_log_stream"] = fake.follows_open
+
+            fake.workers = 2
+            streams = [as_user(url, f"/stream{job}", f"user-{i // 16}") for i in range(64)]
+            assert [s.status for s in streams] == [200] * 64, [s.status for s in streams]
+            for answer in streams:
+                answer.readline()
+            time.sleep(3)  # every stream has subscribed
+            out["threads_with_streams"] = proc_status(worker, "Threads")
+            start, seen = time.monotonic(), len(fake.seen)
+            reads = sum(1 for _, p, _ in fake.seen if p.endswith("/pytorchjobs/mnist"))
+            time.sleep(10)
+            elapsed = time.monotonic() - start
+            # The job's reads and the access reviews; not the summary's list of every kind, which the
+            # fake answers 404 and the UI retries every 5 s.
+            asked = fake.seen[seen:]
+            out["requests_per_s"] = (
+                sum(1 for _, p, _ in asked if "/namespaces/" in p or "review" in p) / elapsed
+            )
+            out["job_reads_per_s"] = (
+                sum(1 for _, p, _ in fake.seen if p.endswith("/pytorchjobs/mnist")) - reads
+            ) / elapsed
+            for answer in streams:
+                answer.close()
+            time.sleep(5)  # each stream's next write fails, and its thread ends
+            out["threads_after_streams"] = proc_status(worker, "Threads")
+
+            fake.events = [event(f"other-{i}", "Started", when=i % 3600) for i in range(20_000)]
+            fake.event_items = 0
+            before = proc_status(worker, "VmHWM")
+            for _ in range(10):
+                as_user(url, job, "alice").read()
+            out["hwm_before_mib"] = before / 1024
+            out["hwm_20000_events_mib"] = proc_status(worker, "VmHWM") / 1024
+            out["event_items_sent"] = fake.event_items
+    return out
+
+
+def print_streams(f: dict[str, float]) -> None:
+    rows = [
+        ("worker threads: idle / after 10 views of a 200-pod job",
+         f"{f['threads_before']:.0f} / {f['threads_after_views']:.0f}"),
+        ("open log follows on the apiserver after those views", f"{f['follows_after_views']:.0f}"),
+        ("that job's merged log stream: follows open / after it closed",
+         f"{f['follows_with_log_stream']:.0f} / {f['follows_after_log_stream']:.0f}"),
+        ("64 idle streams of one job: apiserver requests/s (of them GETs of the job)",
+         f"{f['requests_per_s']:.1f} ({f['job_reads_per_s']:.1f})"),
+        ("worker threads: 64 streams open / closed (gthread keeps its pool's threads)",
+         f"{f['threads_with_streams']:.0f} / {f['threads_after_streams']:.0f}"),
+        ("worker peak RSS before / after 10 views with 20,000 Events in the namespace",
+         f"{f['hwm_before_mib']:.0f} / {f['hwm_20000_events_mib']:.0f} MiB"),
+        ("Events the apiserver sent for those 10 views", f"{f['event_items_sent']:.0f}"),
+    ]  # fmt: skip
+    print(f"\nload average before the streams case: {os.getloadavg()[0]:.1f}")
+    print("| Case | Figure |")
+    print("| --- | --- |")
+    for label, figure in rows:
+        print(f"| {label} | {figure} |")
+    print(json.dumps({k: round(v, 1) for k, v in f.items()}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--only", choices=("list", "streams"), default="")
     args = parser.parse_args()
+    if args.only != "list":
+        print_streams(streams_case())
+    if args.only == "streams":
+        return
     source, heap = cluster(args.jobs)
     app = create_app(source, UiSettings()).test_client()
     rows = []

@@ -97,6 +97,23 @@ def test_suspend_resume_and_delete_are_confirmed_and_done_as_the_user(
     namespace.stack.wait_until("the job is gone", lambda: not namespace.exists("pytorchjob/acted"))
 
 
+def test_a_delete_of_an_address_with_an_empty_job_name_is_a_404_and_every_job_stays(
+    ui: str, browser: Browser, namespace: Namespace
+) -> None:
+    namespace.apply(pytorch("kept", run_for=None))
+    namespace.wait_for("pytorchjob/kept", "Running")
+    page = as_user(browser, ADMIN)
+    page.goto(f"{ui}job/{namespace.name}/PyTorchJob/kept")
+    csrf = page.locator('meta[name="csrf-token"]').get_attribute("content")
+    answer = page.request.post(
+        f"{ui}action/delete/{namespace.name}/PyTorchJob/",
+        form={"csrf": csrf or ""},
+        headers={"Origin": ui.rstrip("/")},
+    )
+    assert answer.status == 404 and "the job name is empty" in answer.text()
+    assert namespace.exists("pytorchjob/kept")
+
+
 def test_the_wizard_creates_a_job_on_the_cluster(
     ui: str, browser: Browser, namespace: Namespace, artifacts: Path
 ) -> None:

@@ -11,12 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from flask import Flask, Response, request
-from werkzeug.serving import make_server
 
-from tests.ui.helpers import pod, pytorch, with_status
+from tests.ui.fakeapi import FakeApi, serving, with_tensorboard
+from tests.ui.helpers import pytorch
 from trainop.controller.podgroups import KUBERNETES_KEY, PLUGINS_KEY, VOLCANO_KEY
-from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
 from trainop.jsontypes import Json
 from trainop.kubeclient import KubeClient
 from trainop.ui import cluster as cluster_module
@@ -33,118 +31,11 @@ PROXY = AuthSettings("proxy", "X-Forwarded-User", proxy_secret="from-the-proxy")
 FROM_PROXY = {"X-Trainop-Proxy-Secret": "from-the-proxy"}
 
 
-def with_tensorboard(obj: Json) -> Json:
-    obj["metadata"].setdefault("annotations", {})[TENSORBOARD] = "s3://bucket/runs"
-    return obj
-
-
-class FakeApi:
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, dict[str, str]]] = []
-        self.listable = {"team-a"}  # namespaces anyone may list jobs in
-        self.config_maps: set[str] = set()  # names of the ConfigMaps there are
-        self.writes: list[str] = []  # method and path with its query, of every request but a GET
-        self.served: set[str] = set()  # group/versions the cluster serves beyond the built-in ones
-        self.forbidden: set[str] = set()  # resources (plural) nobody may read
-        self.writers: set[str] = set()  # users who may create, patch and delete jobs
-        self.refusal = ""  # the message a create of a job is refused with (422), if any
-        self.events: list[Json] = []  # the namespace's Events
-        self.app = Flask(__name__)
-        self.app.add_url_rule("/<path:path>", "any", self.answer, methods=["GET", "POST", "PATCH", "DELETE"])
-
-    def answer(self, path: str) -> Any:
-        self.seen.append((request.method, "/" + path, dict(request.headers)))
-        if request.method != "GET":
-            query = request.query_string.decode()
-            self.writes.append(f"{request.method} /{path}" + (f"?{query}" if query else ""))
-        if path == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
-            attributes = request.get_json()["spec"]["resourceAttributes"]
-            if attributes["verb"] in ("patch", "delete", "create"):
-                return {"status": {"allowed": request.headers.get("Impersonate-User") in self.writers}}
-            return {"status": {"allowed": attributes.get("namespace", "") in self.listable}}
-        if path.endswith("/configmaps") and request.method == "POST":
-            name = request.get_json()["metadata"]["name"]
-            if name in self.config_maps:
-                return Response(json.dumps({"message": "already exists"}), 409)
-            return Response(json.dumps(request.get_json()), 201)
-        if "/configmaps/" in path and request.method == "PATCH":
-            return {}
-        if path.endswith("pytorchjobs") and request.method == "POST" and self.refusal:
-            return Response(json.dumps({"kind": "Status", "code": 422, "message": self.refusal}), 422)
-        if path.endswith("pytorchjobs") and request.method == "POST":
-            return Response(json.dumps(request.get_json()), 201)
-        if path.endswith("pytorchjobs/secret"):
-            return Response(json.dumps({"message": "forbidden"}), 403)
-        if path.startswith("apis/") and path.count("/") == 2:
-            return {} if path.removeprefix("apis/") in self.served else Response("{}", 404)
-        if "/podgroups/" in path or path.endswith("/workloads"):
-            return self.scheduling(path)
-        if path.endswith("pytorchjobs/queued"):
-            queued = with_status(pytorch("queued", "team-a"), ("Suspended", "JobSuspended"))
-            queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a-queue"}
-            return queued
-        if path.endswith("pytorchjobs/board"):
-            return with_status(with_tensorboard(pytorch("board", "team-a")), ("Running", "R"))
-        if path.endswith("pytorchjobs/mnist"):
-            return with_status(pytorch("mnist", "team-a"), ("Running", "R"))
-        if path.endswith("/pods"):
-            owned = [pod("mnist-worker-0"), pod("mnist-worker-1")]
-            for p in owned:
-                p["metadata"]["ownerReferences"] = [{"uid": "uid-mnist"}]
-                p["spec"]["containers"] = [{"name": "pytorch"}]
-            stranger = pod("other-worker-0")
-            stranger["metadata"]["ownerReferences"] = [{"uid": "uid-other"}]
-            return {"items": [*owned, stranger]}
-        if path.endswith("/events"):
-            return {"items": self.events}
-        if path.endswith("/log"):
-            name = path.split("/")[-2]
-            return Response(f"{name} line 1\n{name} line 2\n", mimetype="text/plain")
-        return Response("{}", 404)
-
-    def scheduling(self, path: str) -> Any:
-        api = "/".join(path.split("/")[1:3])
-        if api not in self.served:
-            return Response("{}", 404)
-        if path.split("/")[-1 if path.endswith("workloads") else -2] in self.forbidden:
-            return Response(json.dumps({"message": "forbidden"}), 403)
-        if path.endswith("/workloads"):
-            return {"items": [workload("uid-queued"), workload("uid-other")]}
-        name = path.split("/")[-1]
-        return {
-            "metadata": {"name": name},
-            "spec": {"minMember": 3},
-            "status": {
-                "phase": "Pending",
-                "conditions": [
-                    {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
-                     "message": "3/3 tasks in gang unschedulable"},
-                ],
-            },
-        }  # fmt: skip
-
-
-def workload(owner: str) -> Json:
-    return {
-        "metadata": {"name": f"pytorchjob-{owner}", "ownerReferences": [{"uid": owner}]},
-        "spec": {"queueName": "team-a-queue"},
-        "status": {
-            "conditions": [
-                {"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                 "message": "couldn't assign flavors to pod set worker: insufficient quota for cpu"},
-            ],
-        },
-    }  # fmt: skip
-
-
 @pytest.fixture
 def api() -> Iterator[tuple[FakeApi, Cluster]]:
     fake = FakeApi()
-    server = make_server("127.0.0.1", 0, fake.app, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = KubeClient(server=f"http://127.0.0.1:{server.server_port}", context=ssl.create_default_context())
-    yield fake, Cluster(client)
-    server.shutdown()
+    with serving(fake) as client:
+        yield fake, Cluster(client)
 
 
 def test_a_proxy_users_calls_carry_the_impersonation_headers(api: tuple[FakeApi, Cluster]) -> None:
@@ -222,27 +113,36 @@ def test_the_list_holds_only_the_namespaces_the_user_may_list(api: tuple[FakeApi
     assert [s.namespace for s in cluster.summaries(User("alice"))] == ["team-a"]
 
 
+MNIST = "team-a/PyTorchJob/mnist"
+
+
+def read_logs(cluster: Cluster, container: Container | None = None) -> list[str]:
+    detail = cluster.detail(User("alice"), MNIST)
+    assert detail is not None
+    return cluster.read_logs(User("alice"), MNIST, detail, container, 10)
+
+
 def test_merged_logs_prefix_every_pods_lines_as_trainop_run_does(api: tuple[FakeApi, Cluster]) -> None:
     _, cluster = api
-    lines = [
-        line
-        for batch in cluster.follow_logs(User("alice"), "team-a/PyTorchJob/mnist", None, 10)
-        for line in batch
-    ]
-    assert sorted(lines) == [
+    assert read_logs(cluster) == [
         "[worker-0] mnist-worker-0 line 1", "[worker-0] mnist-worker-0 line 2",
         "[worker-1] mnist-worker-1 line 1", "[worker-1] mnist-worker-1 line 2",
     ]  # fmt: skip
 
 
 def test_one_containers_log_has_no_prefix(api: tuple[FakeApi, Cluster]) -> None:
+    _, cluster = api
+    lines = read_logs(cluster, Container("mnist-worker-1", "pytorch"))
+    assert lines == ["mnist-worker-1 line 1", "mnist-worker-1 line 2"]
+
+
+def test_a_page_reads_a_log_once_by_its_tail_and_size_without_following_it(api: tuple[FakeApi, Cluster]):
     fake, cluster = api
-    batches = cluster.follow_logs(
-        User("alice"), "team-a/PyTorchJob/mnist", Container("mnist-worker-1", "pytorch"), 10
+    read_logs(cluster, Container("mnist-worker-1", "pytorch"))
+    [(_, path, _)] = [s for s in fake.seen if "/log?" in s[1]]
+    assert path == (
+        "/api/v1/namespaces/team-a/pods/mnist-worker-1/log?container=pytorch&tailLines=10&limitBytes=262144"
     )
-    assert [line for batch in batches for line in batch] == ["mnist-worker-1 line 1", "mnist-worker-1 line 2"]
-    [(_, path, _)] = [s for s in fake.seen if s[1].endswith("/log")]
-    assert path == "/api/v1/namespaces/team-a/pods/mnist-worker-1/log"
 
 
 def example_job() -> tuple[Json, list[Json]]:
@@ -452,7 +352,7 @@ def test_a_schedulers_repeated_event_shows_its_series_count_and_last_time_to_the
 ):
     fake, cluster = api
     fake.events.append({
-        "involvedObject": {"kind": "Pod", "name": "mnist-worker-0"},
+        "involvedObject": {"kind": "Pod", "name": "mnist-worker-0", "namespace": "team-a"},
         "reason": "FailedScheduling", "type": "Warning", "message": "0/1 nodes are available",
         "eventTime": "2026-12-01T17:10:07.307548Z", "reportingComponent": "default-scheduler",
         "series": {"count": 2, "lastObservedTime": "2026-12-01T17:10:09.337611Z"},

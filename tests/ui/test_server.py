@@ -109,11 +109,11 @@ def get(url: str) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def stream(url: str) -> Iterator[http.client.HTTPResponse]:
+def stream(url: str, user: str = "alice") -> Iterator[http.client.HTTPResponse]:
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
     try:
-        conn.request("GET", "/stream/list", headers=USER)
+        conn.request("GET", "/stream/list", headers={**USER, "X-Forwarded-User": user})
         yield conn.getresponse()
     finally:
         conn.close()
@@ -139,10 +139,12 @@ def test_an_event_stream_goes_on_past_the_answer_deadline_of_a_page(ui: str) -> 
 
 
 def test_streams_past_the_bound_get_503_while_pages_are_still_served(ui: str) -> None:
+    quota = UiSettings.max_user_streams
+    users = [f"user-{i // quota}" for i in range(UiSettings.max_streams)]  # each within their quota
     with contextlib.ExitStack() as held:
-        answers = [held.enter_context(stream(ui)) for _ in range(UiSettings.max_streams)]
+        answers = [held.enter_context(stream(ui, user)) for user in users]
         assert [a.status for a in answers] == [200] * UiSettings.max_streams
-        with stream(ui) as refused:
+        with stream(ui, "someone-else") as refused:
             assert refused.status == 503
             assert refused.getheader("Retry-After") == "5"
         assert get(ui)[0] == 200

@@ -3,17 +3,21 @@
 Pages are rendered on the server and work without JavaScript; htmx (vendored in static/) swaps the list
 when a filter changes and checks the wizard on every change; server-sent events update the list's cells
 and a job's page in place and follow logs. Each event stream holds a thread, so their number is bounded
-(`UiSettings.max_streams`) and each one ends after `stream_seconds` (the browser reconnects by itself).
+(`UiSettings.max_streams`, and `max_user_streams` of them for one user) and each one ends after
+`stream_seconds` (the browser reconnects by itself) or as soon as its client goes, with every read it
+held open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +49,7 @@ from trainop.ui.auth import (
 )
 from trainop.ui.links import Link
 from trainop.ui.scheduling import why_pending
-from trainop.ui.source import Container, Detail, Invalid, NotAllowed, Source, User
+from trainop.ui.source import BadKey, Container, Detail, Invalid, NotAllowed, Source, User
 from trainop.ui.summary import PAGE_SIZES, SORT_KEYS, STATES, Query, Summary, select
 from trainop.ui.timeline import timeline
 from trainop.ui.wizard import (
@@ -68,7 +72,10 @@ TENSORBOARD_URL = "/tensorboard/${metadata.namespace}/${metadata.name}/"
 STREAM_PREFIX = "/stream/"
 # What a browser holds of a followed log; older lines are dropped as new ones come (static/ui.js too).
 LOG_LINES = 2000
+# What a page (and a stream's first batch) shows of a log's end.
+PAGE_LOG_LINES = 500
 MAX_CONNECTIONS = PositiveInt("TRAINOP_UI_MAX_CONNECTIONS", 256)
+MAX_USER_STREAMS = PositiveInt("TRAINOP_UI_MAX_USER_STREAMS", 16)
 KUBECONFIG = Text(KUBECONFIG_ENV, "")
 CSP = "; ".join(
     (
@@ -89,6 +96,9 @@ class UiSettings:
     auth: AuthSettings = field(default_factory=AuthSettings)
     links: tuple[Link, ...] = ()
     max_streams: int = 64
+    # Of those, what one signed-in user may hold (TRAINOP_UI_MAX_USER_STREAMS), so one user's tabs (or
+    # script) cannot take every stream from the others; without sign-in every stream is the one user's.
+    max_user_streams: int = MAX_USER_STREAMS.default
     stream_seconds: float = 600.0
     poll_seconds: float = 1.0
     title: str = "trainop"
@@ -111,6 +121,7 @@ class UiSettings:
             self,
             deadlines=Deadlines.from_env("TRAINOP_UI", environ),
             max_connections=MAX_CONNECTIONS.read(environ),
+            max_user_streams=MAX_USER_STREAMS.read(environ),
             kubeconfig=KUBECONFIG.read(environ),
         )
 
@@ -163,6 +174,8 @@ def create_app(source: Source, settings: UiSettings, authenticator: Authenticato
     app.session_interface = SessionCookies(settings.auth.secure_cookies)
     auth = authenticator or Authenticator(settings.auth)
     streams = threading.BoundedSemaphore(settings.max_streams)
+    held: Counter[tuple[str, tuple[str, ...], str]] = Counter()  # open streams per user
+    held_lock = threading.Lock()
     app.jinja_env.globals.update(age=age, row_id=row_id, why_pending=why_pending)
     cells = app.jinja_env.get_template("cells.html")
 
@@ -274,7 +287,7 @@ def create_app(source: Source, settings: UiSettings, authenticator: Authenticato
         detail = detail_or_404(key)
         chosen = _container(request.args.get("log", ""), detail)
         # Without JavaScript this is the log; with it, the stream starts over from the same lines.
-        lines = next(iter(source.follow_logs(g.user, key, chosen, 500)), [])
+        lines = source.read_logs(g.user, key, detail, chosen, PAGE_LOG_LINES)
         return render_template(
             "job.html",
             d=detail,
@@ -296,29 +309,54 @@ def create_app(source: Source, settings: UiSettings, authenticator: Authenticato
         user = g.user
         detail_or_404(key)
         parts = app.jinja_env.get_template("parts.html")
-        return stream(lambda: _job_events(source, user, key, parts, links_of, settings.poll_seconds))
+        return stream(lambda: _job_events(source.details(user, key, settings.poll_seconds), parts, links_of))
 
     @app.get(f"{STREAM_PREFIX}logs/<path:key>")
     def log_stream(key: str) -> Response:
         detail = detail_or_404(key)
         chosen = _container(request.args.get("log", ""), detail)
         user = g.user
-        return stream(lambda: _log_events(source.follow_logs(user, key, chosen, 500)))
+        return stream(lambda: _log_events(source.follow_logs(user, key, detail, chosen, PAGE_LOG_LINES)))
 
-    def stream(events: Any) -> Response:
-        if not streams.acquire(blocking=False):
-            return Response("too many open streams; try again later\n", 503, {"Retry-After": "5"})
+    def stream(events: Callable[[], Generator[str]]) -> Response:
+        user: User = g.user
+        who = (user.name, user.groups, hashlib.sha256(user.token.encode()).hexdigest() if user.token else "")
+        # Without sign-in there is one user: only the pool bounds them.
+        signed_in = settings.auth.mode != "none"
+        quota = settings.max_user_streams
+        with held_lock:
+            if signed_in and held[who] >= quota:
+                return Response(
+                    f"you have {held[who]} event streams open, the most one user may "
+                    f"({quota}, TRAINOP_UI_MAX_USER_STREAMS): close other tabs of this UI\n",
+                    429,
+                    {"Retry-After": "5"},
+                )
+            if not streams.acquire(blocking=False):
+                return Response("too many open streams; try again later\n", 503, {"Retry-After": "5"})
+            held[who] += 1
         deadline = time.monotonic() + settings.stream_seconds
 
+        def release() -> None:
+            with held_lock:
+                held[who] -= 1
+                if not held[who]:
+                    del held[who]
+            streams.release()
+
         def body() -> Iterator[str]:
+            # Closed by the server when the client goes (a write failed) or the stream ends: the source's
+            # iterator is closed with it, which stops every poll and follow it held.
+            chunks = events()
             try:
                 yield "retry: 2000\n\n"
-                for chunk in events():
+                for chunk in chunks:
                     yield chunk
                     if time.monotonic() > deadline:
                         return
             finally:
-                streams.release()
+                chunks.close()
+                release()
 
         return Response(
             body(),
@@ -342,6 +380,8 @@ def create_app(source: Source, settings: UiSettings, authenticator: Authenticato
             message = source.act(g.user, key, action)
         except NotAllowed as exc:
             abort(403, str(exc))
+        except BadKey:
+            raise  # a 404 that says what is wrong with the address (below), not a message on a page
         except Invalid as exc:
             message = str(exc)
         if action == "delete" and not message.startswith(("the run", "no run")):
@@ -439,6 +479,10 @@ def create_app(source: Source, settings: UiSettings, authenticator: Authenticato
     def not_found(exc: Any) -> Any:
         return render_template("error.html", code=404, message="no such job (or you may not see it)"), 404
 
+    @app.errorhandler(BadKey)
+    def bad_key(exc: BadKey) -> Any:
+        return render_template("error.html", code=404, message=f"no such job: {exc}"), 404
+
     return app
 
 
@@ -472,7 +516,7 @@ def _sse(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n"
 
 
-def _list_events(source: Source, user: User, keys: list[str], cells: Any, poll: float) -> Iterator[str]:
+def _list_events(source: Source, user: User, keys: list[str], cells: Any, poll: float) -> Generator[str]:
     """The cells of the listed rows whenever they change; never adds, removes or reorders rows."""
     sent: dict[str, str] = {}
     wanted = set(keys)
@@ -496,13 +540,19 @@ def _list_events(source: Source, user: User, keys: list[str], cells: Any, poll: 
 
 
 def _job_events(
-    source: Source, user: User, key: str, parts: Any, links_of: Callable[[Json], PageLinks], poll: float
+    details: Generator[Detail | None], parts: Any, links_of: Callable[[Json], PageLinks]
+) -> Generator[str]:
+    with contextlib.closing(details):
+        yield from _parts(details, parts, links_of)
+
+
+def _parts(
+    details: Iterator[Detail | None], parts: Any, links_of: Callable[[Json], PageLinks]
 ) -> Iterator[str]:
     sent: dict[str, str] = {}
-    while True:
-        detail = source.detail(user, key)
+    for detail in details:
         if detail is None:
-            yield _sse("parts", {"status": "<p>the job is gone</p>"})
+            yield _sse("parts", {"status": "<p>the job is gone (or you may no longer see it)</p>"})
             return
         now = datetime.now(UTC)
         links = links_of(detail.job)
@@ -518,10 +568,14 @@ def _job_events(
         if not detail.live:
             yield _sse("done", {})
             return
-        time.sleep(poll)
 
 
-def _log_events(batches: Iterator[list[str]]) -> Iterator[str]:
+def _log_events(batches: Generator[list[str]]) -> Generator[str]:
+    with contextlib.closing(batches):
+        yield from _log_batches(batches)
+
+
+def _log_batches(batches: Iterator[list[str]]) -> Iterator[str]:
     first = True
     for batch in batches:
         if first:

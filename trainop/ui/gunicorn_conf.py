@@ -13,7 +13,8 @@ and the browser reconnects.
 
 Variables: TRAINOP_UI_{HANDSHAKE,HEADER,BODY,RESPONSE}_TIMEOUT (seconds) and TRAINOP_UI_MAX_CONNECTIONS
 (open connections; at the cap the oldest one still sending its request, else the oldest idle one, is
-closed for each new one), as for the hooks (docs/ui.md); `trainop ui` reads them once, into
+closed for each new one), as for the hooks, and TRAINOP_UI_MAX_USER_STREAMS (the streams one signed-in
+user may hold, default 16; docs/ui.md); `trainop ui` reads them once, into
 trainop.ui.app.UiSettings, before gunicorn starts.
 """
 

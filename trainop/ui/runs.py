@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,9 +128,26 @@ class Runs:
             notes.append("its trainop run ended without recording how the job ended (killed or crashed)")
         return Detail(_summary(key, record), job, pods, events, _containers(folder, record), live, notes)
 
+    def details(self, user: User, key: str, poll: float) -> Generator[Detail | None]:
+        # A run's record is a file on this machine: each stream reads it itself.
+        while True:
+            detail = self.detail(user, key)
+            yield detail
+            if detail is None:
+                return
+            time.sleep(poll)
+
+    def read_logs(
+        self, user: User, key: str, detail: Detail, container: Container | None, tail: int
+    ) -> list[str]:
+        folder = self._folder(key)
+        record = self._record(folder) if folder else None
+        path = self._log_path(folder, record, container) if folder and record else None
+        return _tail(path, tail)[1] if path else []
+
     def follow_logs(
-        self, user: User, key: str, container: Container | None, tail: int
-    ) -> Iterator[list[str]]:
+        self, user: User, key: str, detail: Detail, container: Container | None, tail: int
+    ) -> Generator[list[str]]:
         folder = self._folder(key)
         record = self._record(folder) if folder else None
         if folder is None or record is None:

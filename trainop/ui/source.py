@@ -6,7 +6,7 @@ not the UI, decides what each user sees and may do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -68,6 +68,10 @@ class Invalid(Exception):
         self.errors = errors
 
 
+class BadKey(Invalid):
+    """The address names no job: a part is empty or malformed (shown as a 404 with what is wrong)."""
+
+
 class Source(Protocol):
     # Which actions apply to jobs of this source, in the order the page offers them.
     actions: tuple[str, ...]
@@ -82,12 +86,25 @@ class Source(Protocol):
 
     def detail(self, user: User, key: str) -> Detail | None: ...
 
+    def details(self, user: User, key: str, poll: float) -> Generator[Detail | None]:
+        """The job's page as read now, then again about every `poll` seconds; None (and the end) once
+        the job is gone or the user may no longer see it. Every stream of one job shares the reads, so
+        the caller must close the iterator when its client goes."""
+        ...
+
+    def read_logs(
+        self, user: User, key: str, detail: Detail, container: Container | None, tail: int
+    ) -> list[str]:
+        """At most the last `tail` lines (of the page's containers with their prefixes when `container` is
+        None), read once: what a page shows, holding nothing open after it."""
+        ...
+
     def follow_logs(
-        self, user: User, key: str, container: Container | None, tail: int
-    ) -> Iterator[list[str]]:
-        """The last `tail` lines (of every container with its prefix when `container` is None), then the
-        new ones as they come; yields an empty batch at least every few seconds while nothing comes, so
-        the caller can notice a closed client; ends when the job can no longer log."""
+        self, user: User, key: str, detail: Detail, container: Container | None, tail: int
+    ) -> Generator[list[str]]:
+        """The last `tail` lines (as `read_logs`), then the new ones as they come; yields an empty batch
+        at least every few seconds while nothing comes, so the caller notices a closed client; ends when
+        the job can no longer log. Closing the iterator stops every read it holds open."""
         ...
 
     def may(self, user: User, key: str, action: str) -> bool:
