@@ -36,6 +36,7 @@ class FakeApi:
         self.served: set[str] = set()  # group/versions the cluster serves beyond the built-in ones
         self.forbidden: set[str] = set()  # resources (plural) nobody may read
         self.writers: set[str] = set()  # users who may create, patch and delete jobs
+        self.denied: set[tuple[str, str]] = set()  # (user, resource plural) access reviews answer no to
         self.refusal = ""  # the message a create of a job is refused with (422), if any
         self.events: list[Json] = []  # the namespace's Events
         self.workers = 2  # how many worker pods the mnist job has
@@ -56,6 +57,8 @@ class FakeApi:
             self.writes.append(f"{request.method} /{path}" + (f"?{query}" if query else ""))
         if path == "apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             attributes = request.get_json()["spec"]["resourceAttributes"]
+            if (request.headers.get("Impersonate-User", ""), attributes["resource"]) in self.denied:
+                return {"status": {"allowed": False}}
             if attributes["verb"] in ("patch", "delete", "create"):
                 return {"status": {"allowed": request.headers.get("Impersonate-User") in self.writers}}
             return {"status": {"allowed": attributes.get("namespace", "") in self.listable}}

@@ -140,6 +140,19 @@ def test_64_idle_streams_of_one_job_share_one_poll_of_the_apiserver(api: tuple[F
     assert cluster.polls.reads(polled) - reads < 64
 
 
+def test_users_who_may_read_different_scheduling_objects_never_share_a_poller(
+    api: tuple[FakeApi, Cluster],
+) -> None:
+    fake, cluster = api
+    fake.denied.add(("bob", "podgroups"))  # alice may read the job's PodGroups, bob may not
+    client = create_app(cluster, PROXY).test_client()
+    answers = [client.get(f"/stream/job/{MNIST}", headers=user(name)) for name in ("alice", "bob")]
+    for answer in answers:
+        assert next(answer.response).startswith(b"retry:")
+        assert next(answer.response).startswith(b"event: parts")
+    assert sorted(cluster.polls.active().values()) == [1, 1]
+
+
 def test_when_the_last_stream_of_a_job_closes_its_poller_stops(api: tuple[FakeApi, Cluster]):
     _, cluster = api
     client = create_app(cluster, PROXY).test_client()

@@ -44,7 +44,7 @@ from trainop.ui.paths import (
 )
 from trainop.ui.polls import Polls
 from trainop.ui.runs import check
-from trainop.ui.scheduling import Discovery, Gate, gates, waiting
+from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API, Discovery, Gate, gates, waiting
 from trainop.ui.source import BadKey, Container, Detail, EventRow, Invalid, NotAllowed, User
 from trainop.ui.summary import Summary, summarize
 
@@ -308,13 +308,19 @@ class Cluster:
 
     def details(self, user: User, key: str, poll: float) -> Generator[Detail | None]:
         """A job page's stream: one poller per job shared by every stream of users with the same access
-        to it (the same answers to "may list pods" and "may list events" there), reading as one of them.
-        Each stream's user is asked again, at most every ACCESS_SECONDS, whether they may still get the
-        job."""
+        to what the page reads (the same answers to "may list pods", "may list events", "may get the
+        PodGroups" of each scheduling API and "may list Kueue Workloads" there), reading as one of them,
+        so no stream shows what its own user may not read. Each stream's user is asked again, at most
+        every ACCESS_SECONDS, whether they may still get the job."""
         ref = parse_key(key)
         access = (
             self._allowed(user, "list", "", "pods", ref.namespace),
             self._allowed(user, "list", "", "events", ref.namespace),
+            *(
+                self._allowed(user, "get", api.split("/")[0], "podgroups", ref.namespace, ref.name)
+                for api in POD_GROUP_APIS
+            ),
+            self._allowed(user, "list", WORKLOAD_API.split("/")[0], "workloads", ref.namespace),
         )
         with self.polls.subscribe((key, access), lambda: self.detail(user, key), poll) as subscription:
             version, last = 0, None
