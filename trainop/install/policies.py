@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from trainop.api.constants import GROUP
 from trainop.api.kinds import KindInfo
+from trainop.frameworks import KINDS
 from trainop.jsontypes import Json
 
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -159,6 +160,8 @@ HOOKS_JOB_DELETION_VALIDATIONS: tuple[Json, ...] = (
 # A launcher's Role and RoleBinding are `<job>-launcher`, controlled by MPIJob `<job>`; its Role names the
 # job's workers `<job>-worker-<index>` (trainop.frameworks.mpi.Mpi.extra_children).
 LAUNCHER_SUFFIX = "-launcher"
+# The kind whose jobs have a launcher's RBAC among their children.
+LAUNCHER_KIND = next(i.kind for i in KINDS.values() if LAUNCHER_SUFFIX[1:] in i.extra_child_suffixes)
 LAUNCHER_VARIABLES: tuple[Json, ...] = (
     {
         "name": "job",
@@ -173,14 +176,14 @@ LAUNCHER_VARIABLES: tuple[Json, ...] = (
 _CONTROLLED_BY_ITS_MPIJOB = (
     'variables.job != "" && has(object.metadata.ownerReferences) && '
     "object.metadata.ownerReferences.exists(o, has(o.controller) && o.controller && "
-    f'o.apiVersion.startsWith("{GROUP}/") && o.kind == "MPIJob" && o.name == variables.job)'
+    f'o.apiVersion.startsWith("{GROUP}/") && o.kind == "{LAUNCHER_KIND}" && o.name == variables.job)'
 )
 _LAUNCHER_OWNED: Json = {
     "expression": _CONTROLLED_BY_ITS_MPIJOB,
     "messageExpression": (
-        "\"Metacontroller may write a Role or RoleBinding only as an MPIJob's launcher RBAC, named "
-        '<job>-launcher with a controller reference to MPIJob <job>; refused: " + request.namespace + "/" '
-        "+ object.metadata.name"
+        f"\"Metacontroller may write a Role or RoleBinding only as an {LAUNCHER_KIND}'s launcher RBAC, named "
+        f'<job>-launcher with a controller reference to {LAUNCHER_KIND} <job>; refused: " + '
+        'request.namespace + "/" + object.metadata.name'
     ),
     "reason": "Forbidden",
 }
