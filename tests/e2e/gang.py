@@ -22,11 +22,8 @@ def gang_stack(work: Path) -> Iterator[TrainopStack]:
     stack = TrainopStack(
         work, gang_scheduler="kubernetes", feature_gates=GATES, runtime_config=[f"{API}=true"]
     )
-    try:
-        stack.start()
-        yield stack
-    finally:
-        stack.stop()
+    with stack:
+        yield stack.start()
 
 
 def big_replica(replicas: int) -> dict[str, Any]:

@@ -25,12 +25,8 @@ FIELD = f"metadata.annotations[{ANNOTATION}]"
 
 @pytest.fixture(scope="module")
 def json_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainopStack]:
-    stack = TrainopStack(tmp_path_factory.mktemp("e2e-jsonlogs"), server_env={DEFAULT_ENV: "json"})
-    try:
-        stack.start()
-        yield stack
-    finally:
-        stack.stop()
+    with TrainopStack(tmp_path_factory.mktemp("e2e-jsonlogs"), server_env={DEFAULT_ENV: "json"}) as stack:
+        yield stack.start()
 
 
 @pytest.fixture

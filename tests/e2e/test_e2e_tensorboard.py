@@ -31,12 +31,8 @@ INGRESS_NGINX = {
 @pytest.fixture(scope="module")
 def board_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainopStack]:
     env = {INGRESS_FROM_ENV: json.dumps([INGRESS_NGINX])}
-    stack = TrainopStack(tmp_path_factory.mktemp("e2e-tensorboard"), server_env=env)
-    try:
-        stack.start()
-        yield stack
-    finally:
-        stack.stop()
+    with TrainopStack(tmp_path_factory.mktemp("e2e-tensorboard"), server_env=env) as stack:
+        yield stack.start()
 
 
 @pytest.fixture
