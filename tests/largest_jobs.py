@@ -13,11 +13,12 @@ from datetime import datetime
 import orjson
 
 from tests import apiserver_shape
-from tests.builders import container, job, replica
+from tests.builders import job
+from tests.realistic import training_replica
 from trainop.admission.admit import admit
 from trainop.admission.validation import MAX_REPLICAS
 from trainop.controller.sync import sync
-from trainop.frameworks import KINDS, kind_info
+from trainop.frameworks import KINDS
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
 
@@ -36,19 +37,7 @@ assert set(LEADERS) == set(KINDS)
 
 def realistic_job(kind: str, workers: int) -> Json:
     """tests/realistic.py's training job for any kind: its leaders and `workers` Workers."""
-    main = container(
-        kind_info(kind).default_container,
-        "registry.example/team/train:2026.01",
-        command=["python", "-m", "train"],
-        args=["--epochs", "90", "--batch-size", "256"],
-        env=[{"name": "NCCL_DEBUG", "value": "INFO"}, {"name": "DATA", "value": "/data/imagenet"}],
-        resources={"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"nvidia.com/gpu": "8"}},
-        volumeMounts=[{"name": "data", "mountPath": "/data"}],
-    )
-    spec = replica(kind, 1, [main])
-    spec["template"]["spec"]["volumes"] = [
-        {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}
-    ]
+    spec = training_replica(kind)
     types: dict[str, Json | int] = {t: spec for t in LEADERS[kind]}
     types["Worker"] = {**spec, "replicas": workers}
     out = job(kind, name="bench", namespace="team-a", **types)

@@ -17,6 +17,7 @@ import orjson
 
 from tests.builders import LAST_APPLIED, container, job, replica
 from trainop.controller.sync import sync
+from trainop.frameworks import kind_info
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
 
@@ -251,11 +252,10 @@ def observed(desired: list[Json], owner: Json, phase: str = "Running") -> dict[s
     return out
 
 
-def training_job(kind: str, replicas: int) -> Json:
-    """`replicas` pods in all: one Master (PyTorch) or Chief (TF), the rest Workers, with GPUs and env."""
-    name = {"PyTorchJob": "pytorch", "TFJob": "tensorflow"}[kind]
+def training_replica(kind: str) -> Json:
+    """One replica of a realistic training job of any kind: GPUs, a data volume, env and arguments."""
     main = container(
-        name,
+        kind_info(kind).default_container,
         "registry.example/team/train:2026.01",
         command=["python", "-m", "train"],
         args=["--epochs", "90", "--batch-size", "256"],
@@ -267,6 +267,12 @@ def training_job(kind: str, replicas: int) -> Json:
     spec["template"]["spec"]["volumes"] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}
     ]
+    return spec
+
+
+def training_job(kind: str, replicas: int) -> Json:
+    """`replicas` pods in all: one Master (PyTorch) or Chief (TF), the rest Workers, with GPUs and env."""
+    spec = training_replica(kind)
     leader = "Master" if kind == "PyTorchJob" else "Chief"
     types: dict[str, Any] = {leader: spec}
     if replicas > 1:
