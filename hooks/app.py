@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from flask import Flask, Response, request
@@ -29,6 +29,7 @@ from trainop.jsoncost import Budget, Claim, TooCostly
 from trainop.jsonshape import BadRequest
 
 log = logging.getLogger("trainop.hooks")
+T = TypeVar("T")
 # The limits and their variables are hook settings (hooks.settings).
 DEFAULT_MAX_BODY = MAX_BODY.default
 # How long a request waits for the parse budget (TRAINOP_HOOK_MAX_INFLIGHT_BYTES) before a 429
@@ -43,6 +44,17 @@ def _dumps(obj: Any) -> bytes:
 
 def _loads(data: bytes) -> Any:
     return orjson.loads(data)
+
+
+def _parsed(path: str, data: bytes, parser: Callable[[Any], T]) -> T | Response:
+    """The request `parser` reads from the body, or the 400 that says why it cannot."""
+    try:
+        return parser(_loads(data))
+    except (orjson.JSONDecodeError, ValueError, BadRequest) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else "empty body"
+        prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
+        log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
+        return _json({"error": prefix + reason}, 400)
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -64,13 +76,9 @@ class HookServer:
     ) -> Response:
         """The hook's answer to `data`; `allowance`, what its job's children may be (hooks.bodycost)."""
         started = time.perf_counter()
-        try:
-            hook = parse(_loads(data))
-        except (orjson.JSONDecodeError, ValueError, BadRequest) as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else "empty body"
-            prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
-            log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
-            return _json({"error": prefix + reason}, 400)
+        hook = _parsed(path, data, parse)
+        if isinstance(hook, Response):
+            return hook
         if allowance is not None:
             observed = sum(len(group) for group in hook.children.values())
             error = too_many_children(hook.parent, observed, allowance)
@@ -116,13 +124,9 @@ class HookServer:
     def customize(self, path: str, data: bytes) -> Response:
         """Metacontroller's customize call: the related objects to send with the job's syncs."""
         started = time.perf_counter()
-        try:
-            hook = parse_customize(_loads(data))
-        except (orjson.JSONDecodeError, ValueError, BadRequest) as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else "empty body"
-            prefix = "" if isinstance(exc, BadRequest) else "invalid JSON: "
-            log.info(json.dumps({"path": path, "code": 400, "error": prefix + reason}))
-            return _json({"error": prefix + reason}, 400)
+        hook = _parsed(path, data, parse_customize)
+        if isinstance(hook, Response):
+            return hook
         answer = related_resources(hook.kind, hook.name, hook.namespace)
         elapsed = time.perf_counter() - started
         metrics.record_call(path.strip("/"), hook.kind, elapsed, len(data))
