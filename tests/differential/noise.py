@@ -77,6 +77,20 @@ RULES = (
         lambda snapshot: _failed_as(snapshot, "TFJobFailed") or _recorded(snapshot, "Normal TFJobFailed: "),
     ),
     Noise(
+        "scheduler-binds-a-deleted-pod",
+        "kube-scheduler records a SchedulerError Warning on a pod it had placed when the pod is deleted "
+        "between its placement and its binding (the binding is refused: 'is being deleted, cannot be "
+        "assigned to a host'). Whether a restarted pod is caught that way depends on how the operator's "
+        "delete interleaves with the scheduler's cycle, not on what the operator decides; seen under load "
+        "on Kubeflow's side of a Worker restart.",
+        (
+            Selector(
+                path="events[Warning SchedulerError: * is being deleted, cannot be assigned to a host]",
+                trainop=ABSENT,
+            ),
+        ),
+    ),
+    Noise(
         "kubeflow-ttl-double-delete",
         "After deleting a job whose TTL expired, a queued reconcile of the same job deletes it again and "
         "records the 'not found' error as a Warning (common/job.go CleanupJob).",
