@@ -82,11 +82,15 @@ RULES = (
         "between its placement and its binding (the binding is refused: 'is being deleted, cannot be "
         "assigned to a host'). Whether a restarted pod is caught that way depends on how the operator's "
         "delete interleaves with the scheduler's cycle, not on what the operator decides; seen under load "
-        "on Kubeflow's side of a Worker restart.",
+        "on Kubeflow's side of a Worker restart. The scheduler's, so accepted on either side.",
         (
             Selector(
                 path="events[Warning SchedulerError: * is being deleted, cannot be assigned to a host]",
                 trainop=ABSENT,
+            ),
+            Selector(
+                path="events[Warning SchedulerError: * is being deleted, cannot be assigned to a host]",
+                kubeflow=ABSENT,
             ),
         ),
     ),
