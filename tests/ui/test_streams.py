@@ -104,6 +104,8 @@ def test_ten_views_of_a_200_pod_job_leave_no_thread_and_no_log_follow_open(api: 
     assert settles(lambda: threading.active_count() <= before)
 
 
+# A pump that dies with a traceback when its follow is cut is a bug too, not only one left running.
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_followed_log_closes_its_follows_and_their_threads_when_the_client_goes(
     api: tuple[FakeApi, Cluster],
 ):

@@ -563,8 +563,11 @@ def _cut(answer: Any) -> None:
     would not wake it, and a follow of a quiet log sends nothing for hours)."""
     sock = getattr(getattr(getattr(answer, "fp", None), "raw", None), "_sock", None)
     if isinstance(sock, socket.socket):
+        # The pump closes the answer itself once woken: closing it here too, from another thread, would
+        # pull its file object away in the middle of its read.
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
+            return
     with contextlib.suppress(Exception):
         answer.close()
 
