@@ -50,7 +50,7 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def tensorboard_pod(image: str, values: dict[str, str], port: int) -> dict[str, Any]:
     """The pod of the TensorBoard Deployment the hook returns for job `j` in `team-a`, listening on `port`
     (the container shares this machine's network here)."""
-    job = {"kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "team-a"}}
+    job = {"kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "team-a"}, "spec": {}}
     ctx = JobContext(KINDS["PyTorchJob"], job, Settings())
     state = JobState(finished_at=None, now=datetime.now(UTC))
     children = TensorBoard({"TRAINOP_TENSORBOARD_IMAGE": image}).children(ctx, values, state).children
