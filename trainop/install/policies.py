@@ -253,6 +253,16 @@ def controllers_map(kinds: Iterable[KindInfo]) -> str:
     return "{" + ", ".join(f"{cel_string(k.kind)}: {cel_string(k.controller_name)}" for k in kinds) + "}"
 
 
+def _rule(group: str, version: str, operations: Sequence[str], resources: Sequence[str]) -> Json:
+    """A policy's match rule: these operations on these resources of one API group."""
+    return {
+        "apiGroups": [group],
+        "apiVersions": [version],
+        "operations": list(operations),
+        "resources": list(resources),
+    }
+
+
 def _policy(
     name: str,
     labels: Mapping[str, str],
@@ -304,12 +314,12 @@ def admission_policies(
         f"{prefix}-webhooks-ca-bundle-only",
         labels,
         [
-            {
-                "apiGroups": ["admissionregistration.k8s.io"],
-                "apiVersions": ["v1"],
-                "operations": ["CREATE", "UPDATE", "DELETE"],
-                "resources": list(WEBHOOK_CONFIGURATION_RESOURCES),
-            }
+            _rule(
+                "admissionregistration.k8s.io",
+                "v1",
+                ("CREATE", "UPDATE", "DELETE"),
+                list(WEBHOOK_CONFIGURATION_RESOURCES),
+            )
         ],
         f"request.userInfo.username == {cel_string(webhooks_user)}",
         [{"name": "configurations", "expression": cel_list(configurations)}],
@@ -319,14 +329,7 @@ def admission_policies(
         docs += _policy(
             f"{prefix}-webhook-cert-writer",
             labels,
-            [
-                {
-                    "apiGroups": [""],
-                    "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": ["secrets"],
-                }
-            ],
+            [_rule("", "v1", ("CREATE", "UPDATE"), ["secrets"])],
             f"request.name == {cel_string(cert_secret)}",
             [{"name": "writer", "expression": cel_string(webhooks_user)}],
             CERT_SECRET_VALIDATIONS,
@@ -336,14 +339,7 @@ def admission_policies(
     docs += _policy(
         f"{prefix}-hooks-job-deletion",
         labels,
-        [
-            {
-                "apiGroups": [GROUP],
-                "apiVersions": ["*"],
-                "operations": ["DELETE"],
-                "resources": [k.plural for k in kinds],
-            }
-        ],
+        [_rule(GROUP, "*", ("DELETE",), [k.plural for k in kinds])],
         hooks_user,
         [],
         HOOKS_JOB_DELETION_VALIDATIONS,
@@ -351,14 +347,7 @@ def admission_policies(
     docs += _policy(
         f"{prefix}-hooks-events",
         labels,
-        [
-            {
-                "apiGroups": [""],
-                "apiVersions": ["v1"],
-                "operations": ["CREATE", "UPDATE"],
-                "resources": ["events"],
-            }
-        ],
+        [_rule("", "v1", ("CREATE", "UPDATE"), ["events"])],
         f"request.userInfo.username == {cel_string(service_account_user(namespace, hooks_account))}",
         [{"name": "controllers", "expression": controllers_map(kinds)}],
         HOOKS_EVENT_VALIDATIONS,
@@ -374,14 +363,7 @@ def launcher_rbac_policies(*, prefix: str, metacontroller_user: str, labels: Map
         docs += _policy(
             f"{prefix}-metacontroller-launcher-{resource}",
             labels,
-            [
-                {
-                    "apiGroups": ["rbac.authorization.k8s.io"],
-                    "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": [resource],
-                }
-            ],
+            [_rule("rbac.authorization.k8s.io", "v1", ("CREATE", "UPDATE"), [resource])],
             f"request.userInfo.username == {cel_string(metacontroller_user)}",
             list(LAUNCHER_VARIABLES),
             validations,
