@@ -49,6 +49,7 @@ from tests.ui.fakeapi import FakeApi, event
 from tests.ui.helpers import pod, pytorch, with_status, write_run
 from trainop.kubeclient import KubeClient
 from trainop.ui.app import UiSettings, create_app
+from trainop.ui.auth import token_key
 from trainop.ui.cluster import Cluster
 from trainop.ui.runs import Runs
 from trainop.ui.summary import summarize
@@ -82,7 +83,8 @@ def cluster(n: int) -> tuple[Cluster, float]:
     heap = (tracemalloc.get_traced_memory()[0] - before) / 2**20
     tracemalloc.stop()
     # As after a user's first page: the access review's answer is cached for ACCESS_SECONDS.
-    source.access[("", (), "list", "pytorchjobs.kubeflow.org", "", "")] = (time.monotonic() + 3600, True)
+    anyone = (token_key(""), (), "list", "pytorchjobs.kubeflow.org", "", "")
+    source.access.put(anyone, True, 3600, time.monotonic())
     return source, heap
 
 
@@ -139,22 +141,31 @@ def fake_apiserver(items: list[dict[str, Any]]) -> ThreadingHTTPServer:
     return server
 
 
+# The secret the bench's proxy shares with the UI (proxy mode refuses to start without one).
+PROXY_SECRET = "bench-proxy"
+
+
+def ui_cluster(folder: Path, api_port: int, extra: list[str], stderr: int) -> subprocess.Popen[str]:
+    """`trainop ui --cluster` under gunicorn, with a kubeconfig for the fake apiserver on `api_port`."""
+    kubeconfig = folder / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{api_port}"}}],
+        "users": [{"name": "ui", "user": {"token": "fake"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "ui"}}],
+    }))  # fmt: skip
+    env = {**os.environ, "TRAINOP_KUBECONFIG": str(kubeconfig), "TRAINOP_UI_PROXY_SECRET": PROXY_SECRET}
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", *extra, "--port", "0"],
+        cwd=Path(__file__).resolve().parents[1], env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def served(n: int, folder: Path) -> Iterator[tuple[str, int]]:
     """`trainop ui --cluster` under gunicorn over N jobs: its URL and worker's pid, once all are listed."""
     api = fake_apiserver(jobs(n))
-    kubeconfig = folder / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{api.server_address[1]}"}}],
-        "users": [{"name": "ui", "user": {"token": "fake"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "ui"}}],
-    }))  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--port", "0"],
-        cwd=Path(__file__).resolve().parents[1], env={**os.environ, "TRAINOP_KUBECONFIG": str(kubeconfig)},
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+    proc = ui_cluster(folder, api.server_address[1], [], subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
         url = next(line for line in proc.stdout if " at http://" in line).split(" at ", 1)[1].split()[0]
@@ -229,18 +240,7 @@ def served_over(fake: FakeApi, folder: Path) -> Iterator[tuple[str, int]]:
 
     server = make_server("127.0.0.1", 0, fake.app, threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    kubeconfig = folder / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "ui", "user": {"token": "fake"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "ui"}}],
-    }))  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainop.cli", "ui", "--cluster", "--auth", "proxy", "--port", "0"],
-        cwd=Path(__file__).resolve().parents[1], env={**os.environ, "TRAINOP_KUBECONFIG": str(kubeconfig)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    proc = ui_cluster(folder, server.server_port, ["--auth", "proxy"], subprocess.STDOUT)
     try:
         assert proc.stdout is not None
         url = next(line for line in proc.stdout if " at http://" in line).split(" at ", 1)[1].split()[0]
@@ -259,7 +259,7 @@ def served_over(fake: FakeApi, folder: Path) -> Iterator[tuple[str, int]]:
 def as_user(url: str, path: str, name: str) -> http.client.HTTPResponse:
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
-    conn.request("GET", path, headers={"X-Forwarded-User": name})
+    conn.request("GET", path, headers={"X-Trainop-Proxy-Secret": PROXY_SECRET, "X-Forwarded-User": name})
     return conn.getresponse()
 
 
