@@ -3,6 +3,7 @@ and no process left behind in any of those cases."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import signal
@@ -16,6 +17,9 @@ from tests.local.helpers import behave, eventually, new_tag, pids_tagged
 from tests.local.runs import pod_name_env, replica, start, trainop, write_job
 from trainop.admission.defaults import apply_defaults
 from trainop.admission.validation import validate
+from trainop.local import cli as local_cli
+from trainop.local.network import LoopbackNetwork
+from trainop.local.runner import EXIT_INTERRUPTED
 
 PT = "PyTorchJob"
 
@@ -214,6 +218,28 @@ def test_a_signal_stops_every_process_group_and_exits_130(tmp_path: Path, sig: s
     assert proc.returncode == 130
     assert f"interrupted by {sig.name}" in stdout
     assert pids_tagged(tag) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_set_up_ends_the_run_before_any_pod_starts(
+    tmp_path: Path, sig: signal.Signals, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tag = new_tag()
+    job = write_job(tmp_path, PT, Master=replica(PT, hang(tag)))
+    make_network = local_cli.confined_network
+
+    def interrupted(workdir: Path) -> LoopbackNetwork | None:
+        # The signal lands while the run forks the process that makes its namespaces.
+        signal.raise_signal(sig)
+        return make_network(workdir)
+
+    monkeypatch.setattr(local_cli, "confined_network", interrupted)
+    parser = argparse.ArgumentParser()
+    local_cli.add_arguments(parser)
+    args = parser.parse_args([str(job), "--workdir", str(tmp_path / "run")])
+    assert local_cli.run(args) == EXIT_INTERRUPTED
+    assert pids_tagged(tag) == []
+    assert "replicaStatuses" not in json.loads((tmp_path / "run" / "job.json").read_text()).get("status", {})
 
 
 def test_a_suspended_job_starts_nothing_and_says_why(tmp_path: Path) -> None:

@@ -138,7 +138,10 @@ def test_trainop_run_with_ui_prints_a_tokened_address_and_refuses_a_request_with
         assert len(token_of(url)) >= 40
         assert ask(url, "/").status == 401
         assert ask(url, "/", headers={"Cookie": cookie_of(url)}).status == 200
-        proc.send_signal(signal.SIGINT)  # as Ctrl-C: the run stops its pods
-        proc.communicate(timeout=60)
+        # As Ctrl-C, as soon as the address is shown: the run is still setting up, and stops anyway.
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
+    assert proc.returncode == 130
+    assert "interrupted by SIGINT" in stdout

@@ -119,6 +119,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """`trainop run`, with Ctrl-C and SIGTERM routed to a graceful stop from its first line on."""
+    stop = StopRequest()
+    with signals_to(stop):
+        return run_until(args, stop)
+
+
+def run_until(args: argparse.Namespace, stop: StopRequest) -> int:
+    """`trainop run` under signal handlers the caller installed for `stop`: a signal during the set-up
+    ends the run at its first step, before any pod starts. (Without handlers, a Ctrl-C landing in the
+    fork that makes the network namespace is swallowed by an at-fork callback and the run goes on.)"""
     out: TextIO = sys.stderr if args.output == "json" else sys.stdout
     try:
         # The extensions' cluster settings, as the servers refuse them at start-up: a run that admitted
@@ -203,12 +213,10 @@ def run(args: argparse.Namespace) -> int:
         atexit.register(server.stop)
         display.servers[server.server.record_key] = {"url": url}
         print(f"{server.server.name}: {url} (over {server.server.directory})", file=out, flush=True)
-    stop = StopRequest()
     try:
-        with signals_to(stop):
-            local = LocalRun(job, manifest, options, display, stop)
-            display.attach(lambda: local.job, local.cluster.all_pods)
-            outcome = local.run()
+        local = LocalRun(job, manifest, options, display, stop)
+        display.attach(lambda: local.job, local.cluster.all_pods)
+        outcome = local.run()
     finally:
         if network:
             network.close()

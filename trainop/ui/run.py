@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from trainop.local import cli as local_cli
-from trainop.local.runner import EXIT_NOT_RUNNABLE
+from trainop.local.runner import EXIT_NOT_RUNNABLE, StopRequest
 from trainop.ui.app import UiSettings, create_app
 from trainop.ui.cli import DEFAULT_RUNS, serve_local
 from trainop.ui.runs import Runs
@@ -25,18 +25,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.ui:
-        root: Path = args.workdir.parent if args.workdir else DEFAULT_RUNS
-        try:
-            server, url = serve_local(create_app(Runs(root), UiSettings()), "127.0.0.1", args.ui_port)
-        except OSError as exc:
-            print(f"error: --ui-port {args.ui_port}: {exc}", file=sys.stderr)
-            return EXIT_NOT_RUNNABLE
-        threading.Thread(target=server.serve_forever, name="ui", daemon=True).start()
-        print(
-            f"trainop: web UI at {url} while the run lasts; afterwards: trainop ui {root} "
-            "(which prints an address with a token of its own)",
-            file=sys.stderr,
-            flush=True,
-        )
-    return local_cli.run(args)
+    # The handlers go in first: a Ctrl-C right after the UI's address is printed stops the run too.
+    stop = StopRequest()
+    with local_cli.signals_to(stop):
+        if args.ui:
+            code = serve_ui(args)
+            if code is not None:
+                return code
+        return local_cli.run_until(args, stop)
+
+
+def serve_ui(args: argparse.Namespace) -> int | None:
+    """The UI on a daemon thread, its address printed; an exit code if it cannot be served."""
+    root: Path = args.workdir.parent if args.workdir else DEFAULT_RUNS
+    try:
+        server, url = serve_local(create_app(Runs(root), UiSettings()), "127.0.0.1", args.ui_port)
+    except OSError as exc:
+        print(f"error: --ui-port {args.ui_port}: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNABLE
+    threading.Thread(target=server.serve_forever, name="ui", daemon=True).start()
+    print(
+        f"trainop: web UI at {url} while the run lasts; afterwards: trainop ui {root} "
+        "(which prints an address with a token of its own)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
