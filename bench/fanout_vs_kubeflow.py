@@ -117,6 +117,16 @@ def main() -> int:
         metavar="QPS/BURST",
         help="our Metacontroller's client rate instead of the chart's flags",
     )
+    ap.add_argument(
+        "--metacontroller-flag",
+        action="append",
+        default=[],
+        metavar="--FLAG=VALUE",
+        help="one more of our Metacontroller's flags, overriding the chart's of that name (repeatable)",
+    )
+    ap.add_argument(
+        "--side", choices=("both", "trainop", "kubeflow"), default="both", help="measure one side only"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work dir with all component logs")
     args = ap.parse_args()
     sizes = [int(w) for w in args.workers.split(",") if w.strip()]
@@ -124,11 +134,14 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="trainop-fanout-vs-"))
     bin_dir = default_bin_dir()
     ensure_binaries(bin_dir, work / "build-control-plane.log")
-    binary = ensure_kubeflow_binary(bin_dir, work / "build-kubeflow.log")
-    crds = kubeflow_dir(default_cache_dir()) / "crds"
-    ours = TrainopStack(work / "trainop", bin_dir, metacontroller_args=_rate_flags(args.metacontroller_rate))
-    kubeflow = KubeflowStack(work / "kubeflow", bin_dir, binary, crds, client_flags=())
-    sides: dict[str, Side] = {"trainop": ours, "kubeflow": kubeflow}
+    flags = [*_rate_flags(args.metacontroller_rate), *args.metacontroller_flag]
+    sides: dict[str, Side] = {}
+    if args.side in ("both", "trainop"):
+        sides["trainop"] = TrainopStack(work / "trainop", bin_dir, metacontroller_args=flags)
+    if args.side in ("both", "kubeflow"):
+        binary = ensure_kubeflow_binary(bin_dir, work / "build-kubeflow.log")
+        crds = kubeflow_dir(default_cache_dir()) / "crds"
+        sides["kubeflow"] = KubeflowStack(work / "kubeflow", bin_dir, binary, crds, client_flags=())
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     ok = False
     try:
