@@ -9,8 +9,9 @@
 #   images/oci                    an OCI image layout, served to containerd by the tier's pull-only
 #                                 loopback registry (tests/e2e_node/registry.py), holding
 #     trainop-e2e/pause           the sandbox image: a static Go program that sleeps and reaps children
-#     trainop-e2e/toolbox         busybox (Debian's busybox-static) + kubectl: Kubeflow's kubectl-delivery
-#                                 init container for MPI launchers and the PyTorch DNS-wait init container
+#     trainop-e2e/toolbox         the trainop-init image a release ships (hack/lib/init-image.sh: busybox,
+#                                 kubectl, a Go nslookup): Kubeflow's kubectl-delivery init container for
+#                                 MPI launchers and the PyTorch DNS-wait init container; the tests' busybox
 #     metacontroller/metacontroller  upstream's image (ghcr.io/metacontroller/metacontroller:v<version>, the
 #                                 chart's default; the node's containerd resolves ghcr.io here too): the
 #                                 static binary hack/build-control-plane.sh built from the vendored source,
@@ -26,6 +27,8 @@ HACK="$(cd "$(dirname "$0")" && pwd)"
 . "$HACK/lib/toolchains.sh"
 # shellcheck source=hack/lib/k8s-wrapper.sh
 . "$HACK/lib/k8s-wrapper.sh"
+# shellcheck source=hack/lib/init-image.sh
+. "$HACK/lib/init-image.sh"
 
 CACHE="${TRAINOP_E2E_CACHE:-$HOME/.cache/trainop-e2e}"
 BIN="$CACHE/bin"
@@ -37,7 +40,7 @@ COREDNS_VERSION="1.14.7"
 # The tags of the images built here; bump one when its content changes (tests/e2e_node reads them from
 # the stamps).
 PAUSE_VERSION="3.10"
-TOOLBOX_VERSION="3"
+TOOLBOX_VERSION="4"
 DEBS="containerd runc containernetworking-plugins iptables conntrack"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-buildvcs=false -p=2"
@@ -140,81 +143,9 @@ build_toolbox() {
   local want="$TOOLBOX_VERSION-kubectl$kubectl_version"
   stamp_ok toolbox "$want" && in_layout "trainop-e2e/toolbox:$want" && { log "toolbox image cached"; return 0; }
   clear_stamp toolbox
-  local w="$SRC/toolbox"
-  rm -rf "$w" && mkdir -p "$w/deb" "$w/root/bin" "$w/root/usr/local/bin" "$w/root/tmp"
-  ( cd "$w/deb" && apt-get download busybox-static )
-  dpkg-deb -x "$w"/deb/busybox-static_*.deb "$w/deb/x"
-  cp "$w/deb/x/bin/busybox" "$w/root/bin/busybox"
-  local applet
-  for applet in $("$w/root/bin/busybox" --list); do
-    [ "$applet" = busybox ] || ln -s busybox "$w/root/bin/$applet"
-  done
-  cp "$BIN/kubectl" "$w/root/usr/local/bin/kubectl"
-  # Kubeflow's PyTorch init container runs `nslookup <master>` (a short name) until it succeeds, and pins
-  # alpine:3.10 because later busybox nslookups fail on names that need the search list. Debian's busybox
-  # is such a later one, so the toolbox's nslookup (first on PATH) is Go's resolver: search list and
-  # ndots from /etc/resolv.conf, exit 0 once the name resolves, busybox's output format. /bin/sh is
-  # Debian's dash (with the libc it links), not busybox's ash: the static busybox's shell runs its own
-  # applets before searching PATH, so `sh -c 'nslookup ...'` would never reach the Go one.
-  rm "$w/root/bin/sh"
-  local lib
-  for lib in /usr/bin/dash $(ldd /usr/bin/dash | grep -o '/[^ ]*'); do
-    mkdir -p "$w/root$(dirname "$lib")"
-    cp -L "$lib" "$w/root$lib"
-  done
-  ln -s /usr/bin/dash "$w/root/bin/sh"
-  mkdir -p "$w/nslookup"
-  cat >"$w/nslookup/main.go" <<'EOF'
-package main
-
-import (
-	"fmt"
-	"net"
-	"os"
-)
-
-func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: nslookup NAME")
-		os.Exit(2)
-	}
-	addrs, err := net.LookupHost(os.Args[1])
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "** server can't find %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
-	fmt.Printf("Name:\t%s\n", os.Args[1])
-	for _, a := range addrs {
-		fmt.Printf("Address: %s\n", a)
-	}
-}
-EOF
-  printf 'module e2e.invalid/nslookup\n\ngo 1.24\n' >"$w/nslookup/go.mod"
-  ( cd "$w/nslookup" && go build -trimpath -ldflags "-s -w" -o "$w/root/usr/local/bin/nslookup" . )
-  # Kubeflow's kubectl-delivery (mpi-operator v1): put kubectl where the launcher's kubexec.sh calls it,
-  # then hold the launcher back until every worker of the hostfile runs, so mpirun's first exec works.
-  cat >"$w/root/usr/local/bin/kubectl-delivery" <<'EOF'
-#!/bin/sh
-set -eu
-: "${TARGET_DIR:?}" "${NAMESPACE:?}"
-cp /usr/local/bin/kubectl "$TARGET_DIR/kubectl"
-echo "kubectl delivered to $TARGET_DIR"
-for host in $(awk '{print $1}' /etc/mpi/hostfile); do
-  pod="${host%%.*}"
-  until [ "$(kubectl get pod "$pod" -n "$NAMESPACE" -o 'jsonpath={.status.phase}' 2>/dev/null)" = Running ]; do
-    sleep 1
-  done
-  echo "worker $pod is running"
-done
-EOF
-  chmod 0755 "$w/root/usr/local/bin/kubectl-delivery"
-  chmod 1777 "$w/root/tmp"
-  tar -C "$w/root" --owner=0 --group=0 --numeric-owner -cf "$w/layer.tar" .
-  "$PYTHON" "$HACK/lib/oci_layout.py" --layout "$LAYOUT" --ref "trainop-e2e/toolbox:$want" \
-    --entrypoint /usr/local/bin/kubectl-delivery "$w/layer.tar"
+  build_init_image "$SRC/toolbox" "$BIN/kubectl" "$CACHE/debs" "$LAYOUT" "trainop-e2e/toolbox:$want"
   "$PYTHON" "$HACK/lib/oci_layout.py" prune --layout "$LAYOUT" \
     --drop-prefix "trainop-e2e/toolbox:" --keep "trainop-e2e/toolbox:$want"
-  rm -rf "$w"
   write_stamp toolbox "$want"
 }
 

@@ -15,7 +15,9 @@
 #   trainop-VERSION.tgz            the Helm chart with its Metacontroller dependency inside, its default
 #                                  values naming the images of images/ by digest
 #   images/*.oci.tar               the project's image (hack/build-image.sh), the TensorBoard image
-#                                  (hack/build-tensorboard-image.sh) and Metacontroller's (hack/build-node.sh)
+#                                  (hack/build-tensorboard-image.sh), the init image of tenants' pods
+#                                  (trainop-init: hack/lib/init-image.sh, as the node build's toolbox) and
+#                                  Metacontroller's (hack/build-node.sh)
 #   examples/NAME.yaml             `trainop examples show NAME` for every packaged example
 #   training-images.tar.gz         the examples' images' build context (training-images/), for
 #                                  `docker build --build-arg FRAMEWORK=NAME URL` without a clone
@@ -32,8 +34,9 @@
 # trainop http://HOST/` works wherever DIR is served) and index.html (every release with its install
 # commands; --base-url is where DIR is served, default a placeholder the page explains).
 #
-# Needs what CI builds anyway: helm and the Metacontroller chart (hack/build-control-plane.sh), the
-# Metacontroller image (hack/build-node.sh), podman for the project's image (hack/build-image.sh, root).
+# Needs what CI builds anyway: helm, kubectl and the Metacontroller chart (hack/build-control-plane.sh),
+# the Metacontroller image and the busybox-static package (hack/build-node.sh), Go, podman for the
+# project's image (hack/build-image.sh, root).
 # DIR defaults to dist/ (git-ignored). Progress goes to stderr; the last line on stdout is dist/VERSION.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -81,6 +84,10 @@ done
 LOG_FD=2
 # shellcheck source=hack/lib/pieces.sh
 . "$REPO/hack/lib/pieces.sh"
+# shellcheck source=hack/lib/toolchains.sh
+. "$REPO/hack/lib/toolchains.sh"
+# shellcheck source=hack/lib/init-image.sh
+. "$REPO/hack/lib/init-image.sh"
 mkdir -p "$DIST"
 DIST="$(cd "$DIST" && pwd)"
 take_lock "$DIST/.release.lock"
@@ -113,6 +120,16 @@ read -r TB_REPO TB_DIGEST < <(archive trainop-tensorboard "docker.io/library/tra
                                 "$WORK/tensorboard.docker.tar")
 TB_ARGS=(--tensorboard "$TB_REPO@$TB_DIGEST")
 IMAGES+=("$TB_REPO:$VERSION@$TB_DIGEST")
+# The init containers the hooks give tenants' pods (PyTorch workers' DNS wait, MPI launchers'
+# kubectl-delivery), built into a layout of its own: the node's is served to other tests meanwhile.
+log "init image: hack/lib/init-image.sh"
+INIT_REPO="docker.io/library/trainop-init"
+# `step`: its own log ($CACHE/logs/init-image.log), errexit inside the function, the run stops on failure.
+step init-image build_init_image "$WORK/init" "$KUBECTL" "$CACHE/debs" "$WORK/init-layout" "trainop-init:$VERSION"
+init_line="$("$PYTHON" hack/lib/oci_archive.py from-layout --layout "$WORK/init-layout" \
+             --source "trainop-init:$VERSION" --ref "$INIT_REPO:$VERSION" "$STAGE/images/trainop-init-$VERSION.oci.tar")"
+INIT_DIGEST="${init_line##* }"
+IMAGES+=("$INIT_REPO:$VERSION@$INIT_DIGEST")
 mc_line="$("$PYTHON" hack/lib/oci_archive.py from-layout --layout "$LAYOUT" --source "$MC_LAYOUT_REF" \
            --ref "$MC_REPO:v$MC_VERSION" "$STAGE/images/metacontroller-v$MC_VERSION.oci.tar")"
 MC_DIGEST="${mc_line##* }"
@@ -129,7 +146,7 @@ cp "$MC_CHART" "$WORK/chart/trainop/charts/"
 # Its default values pull the images archived beside it, by digest, as trainop.yaml does.
 "$PYTHON" hack/lib/release_files.py chart-values "$WORK/chart/trainop/values.yaml" \
   --image-tag "$VERSION@$APP_DIGEST" --tensorboard "$TB_REPO:$VERSION@$TB_DIGEST" \
-  --metacontroller-tag "v$MC_VERSION@$MC_DIGEST"
+  --metacontroller-tag "v$MC_VERSION@$MC_DIGEST" --init-image "$INIT_REPO:$VERSION@$INIT_DIGEST"
 "$HELM" lint "$WORK/chart/trainop" >"$WORK/lint.log" 2>&1 || { cat "$WORK/lint.log" >&2; exit 1; }
 "$HELM" package "$WORK/chart/trainop" -d "$STAGE" >/dev/null
 
@@ -144,7 +161,7 @@ yaml.safe_dump(values, open(sys.argv[2], "w"))' charts/trainop/values.yaml "$WOR
 "$HELM" template metacontroller "$MC_CHART" -n metacontroller --include-crds -f "$WORK/mc-values.yaml" \
   >"$WORK/metacontroller.yaml"
 "$PYTHON" hack/lib/release_files.py manifest --kustomize "$WORK/kustomized.yaml" \
-  --metacontroller "$WORK/metacontroller.yaml" "${PINS[@]}" "${TB_ARGS[@]}" \
+  --metacontroller "$WORK/metacontroller.yaml" "${PINS[@]}" "${TB_ARGS[@]}" --init-image "$INIT_REPO@$INIT_DIGEST" \
   --out "$STAGE/trainop.yaml" --crds-out "$STAGE/trainop-crds.yaml"
 
 # --------------------------------------------------------------------------------------------- examples
@@ -186,7 +203,8 @@ previous="$(git describe --tags --abbrev=0 --match 'v[0-9]*' --exclude "v$VERSIO
   if [ -f "docs/releases/$VERSION.md" ]; then cat "docs/releases/$VERSION.md"; echo; fi
   echo "## Images"
   echo
-  echo "Pinned by digest in trainop.yaml; each is in images/ as an OCI archive."
+  echo "Pinned by digest in trainop.yaml and the chart's default values (trainop-init: the init containers"
+  echo "of PyTorch workers and MPI launchers); each is in images/ as an OCI archive."
   echo
   for image in "${IMAGES[@]}"; do echo "- \`$image\`"; done
   echo

@@ -231,6 +231,25 @@ def test_the_servers_get_the_shipped_tensorboard_image_by_digest() -> None:
     assert "env" not in mc
 
 
+def test_the_hooks_give_jobs_init_containers_of_the_shipped_init_image_by_digest() -> None:
+    docs = [deployment("trainop-hooks", "hooks", "trainop:0.1.0"),
+            deployment("trainop-webhooks", "webhooks", "trainop:0.1.0")]  # fmt: skip
+    hooks_spec = docs[0]["spec"]["template"]["spec"]["containers"][0]
+    hooks_spec["env"] = [
+        {"name": "TRAINOP_PYTORCH_INIT_IMAGE", "value": "alpine:3.10"},
+        {"name": "A", "value": "1"},
+    ]
+    init_image = f"docker.io/library/trainop-init@{DIGEST_B}"
+    release_files.pin_images(docs, {"docker.io/library/trainop": DIGEST_A}, None, init_image)
+    hooks, webhooks = (d["spec"]["template"]["spec"]["containers"][0] for d in docs)
+    assert hooks["env"] == [
+        {"name": "A", "value": "1"},
+        {"name": "TRAINOP_PYTORCH_INIT_IMAGE", "value": init_image},
+        {"name": "TRAINOP_MPI_KUBECTL_DELIVERY_IMAGE", "value": init_image},
+    ]
+    assert "env" not in webhooks
+
+
 def test_namespaces_then_every_crd_come_before_the_objects_that_need_them() -> None:
     crd = {"kind": "CustomResourceDefinition", "metadata": {"name": "tfjobs.kubeflow.org"}}
     mc_crd = {
@@ -386,6 +405,7 @@ def pinned_values() -> str:
         f"0.1.0@{DIGEST}",
         f"docker.io/library/trainop-tensorboard:0.1.0@{DIGEST}",
         f"v4.17.2@{DIGEST}",
+        f"docker.io/library/trainop-init:0.1.0@{DIGEST}",
     )
 
 
@@ -394,6 +414,8 @@ def test_the_packaged_chart_s_values_pin_the_images_of_the_release_by_digest() -
     assert values["image"]["tag"] == f"0.1.0@{DIGEST}"
     assert values["tensorboard"]["image"] == f"docker.io/library/trainop-tensorboard:0.1.0@{DIGEST}"
     assert values["metacontroller"]["image"] == {"tag": f"v4.17.2@{DIGEST}"}
+    init_image = f"docker.io/library/trainop-init:0.1.0@{DIGEST}"
+    assert (values["pytorchInitImage"], values["mpiKubectlDeliveryImage"]) == (init_image, init_image)
 
 
 def test_pinning_the_chart_s_values_changes_nothing_else_and_keeps_the_comments() -> None:
@@ -402,6 +424,8 @@ def test_pinning_the_chart_s_values_changes_nothing_else_and_keeps_the_comments(
         values["image"].pop("tag")
         values["tensorboard"].pop("image")
         values["metacontroller"].pop("image", None)
+        values.pop("pytorchInitImage")
+        values.pop("mpiKubectlDeliveryImage")
     assert pinned == original
     comments = [line for line in CHART_VALUES.read_text().splitlines() if line.lstrip().startswith("#")]
     assert set(comments) <= set(pinned_values().splitlines())
@@ -409,10 +433,25 @@ def test_pinning_the_chart_s_values_changes_nothing_else_and_keeps_the_comments(
 
 def test_a_reference_without_a_digest_is_refused() -> None:
     with pytest.raises(release_files.ReleaseError, match=r"--image-tag .0\.1\.0.: expected NAME@sha256:"):
-        release_files.pin_chart_values(CHART_VALUES.read_text(), "0.1.0", f"tb@{DIGEST}", f"v1@{DIGEST}")
+        release_files.pin_chart_values(
+            CHART_VALUES.read_text(), "0.1.0", f"tb@{DIGEST}", f"v1@{DIGEST}", f"init@{DIGEST}"
+        )
+
+
+def test_an_init_image_without_a_digest_is_refused() -> None:
+    with pytest.raises(release_files.ReleaseError, match=r"--init-image .trainop-init:0\.1\.0.: expected"):
+        release_files.pin_chart_values(
+            CHART_VALUES.read_text(), f"0.1.0@{DIGEST}", f"tb@{DIGEST}", f"v1@{DIGEST}", "trainop-init:0.1.0"
+        )
 
 
 def test_values_without_a_place_to_pin_are_refused() -> None:
     text = CHART_VALUES.read_text().replace("\ntensorboard:\n", "\nboard:\n")
     with pytest.raises(release_files.ReleaseError, match=r"no tensorboard\.image to pin"):
-        release_files.pin_chart_values(text, f"0.1.0@{DIGEST}", f"tb@{DIGEST}", f"v1@{DIGEST}")
+        release_files.pin_chart_values(text, f"0.1.0@{DIGEST}", f"tb@{DIGEST}", f"v1@{DIGEST}", f"i@{DIGEST}")
+
+
+def test_values_without_the_init_images_to_pin_are_refused() -> None:
+    text = CHART_VALUES.read_text().replace("\nmpiKubectlDeliveryImage:", "\nmpiImage:")
+    with pytest.raises(release_files.ReleaseError, match=r"no mpiKubectlDeliveryImage to pin"):
+        release_files.pin_chart_values(text, f"0.1.0@{DIGEST}", f"tb@{DIGEST}", f"v1@{DIGEST}", f"i@{DIGEST}")

@@ -2,10 +2,10 @@
 
     python3 release_files.py manifest --kustomize K.yaml --metacontroller M.yaml \\
         --pin docker.io/library/trainop=sha256:... [--pin ...] [--tensorboard REF@DIGEST] \\
-        --out trainop.yaml --crds-out trainop-crds.yaml
+        [--init-image REF@DIGEST] --out trainop.yaml --crds-out trainop-crds.yaml
     python3 release_files.py page --dist dist/ [--base-url URL]     # writes dist/index.html
     python3 release_files.py chart-values VALUES --image-tag TAG@DIGEST --tensorboard REF@DIGEST \
-        --metacontroller-tag TAG@DIGEST
+        --metacontroller-tag TAG@DIGEST --init-image REF@DIGEST
 
 ``manifest``: one install manifest from ``kubectl kustomize manifests/`` and Metacontroller as the chart's
 values configure it (``helm template``, into its own namespace ``metacontroller``, where the manifests'
@@ -13,12 +13,16 @@ NetworkPolicies expect it). Namespaces come first, then every CustomResourceDefi
 the order given. Every container image is replaced by ``repository@digest`` from ``--pin``; an image no
 ``--pin`` names fails the release (a manifest that pulls a tag could run another image than the one
 shipped). ``--tensorboard`` is written into the servers' ``TRAINOP_TENSORBOARD_IMAGE``, the image a job's
-TensorBoard runs. ``--crds-out`` gets every CRD of the manifest: they must be Established before
-``kubectl apply`` can map the CompositeControllers and the jobs.
+TensorBoard runs; ``--init-image`` into the hooks' ``TRAINOP_PYTORCH_INIT_IMAGE`` and
+``TRAINOP_MPI_KUBECTL_DELIVERY_IMAGE``, the image of the init containers they give PyTorch workers and MPI
+launchers (Kubeflow's --pytorch-init-container-image and --mpi-kubectl-delivery-image). ``--crds-out``
+gets every CRD of the manifest: they must be Established before ``kubectl apply`` can map the
+CompositeControllers and the jobs.
 
 ``chart-values``: the packaged chart's values.yaml with the images it installs pinned by the digests of
-the archives shipped beside it (``image.tag``, ``tensorboard.image``, Metacontroller's ``image.tag``, each
-``tag@digest``, which pulls by digest), its comments kept: what ``helm show values`` shows is the file.
+the archives shipped beside it (``image.tag``, ``tensorboard.image``, Metacontroller's ``image.tag``,
+``pytorchInitImage`` and ``mpiKubectlDeliveryImage``, each ``tag@digest``, which pulls by digest), its
+comments kept: what ``helm show values`` shows is the file.
 
 ``page``: ``index.html`` listing every release folder of ``dist/`` (newest first) with its install
 commands, files and notes. ``--base-url`` is where ``dist/`` is served; the default is a placeholder the
@@ -38,6 +42,7 @@ import yaml
 
 PLACEHOLDER_BASE_URL = "https://releases.example/trainop"
 TENSORBOARD_ENV = "TRAINOP_TENSORBOARD_IMAGE"
+INIT_IMAGE_ENV = ("TRAINOP_PYTORCH_INIT_IMAGE", "TRAINOP_MPI_KUBECTL_DELIVERY_IMAGE")
 SERVER_COMPONENTS = ("hooks", "webhooks")
 VERSION_DIR = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
 
@@ -76,8 +81,16 @@ def _repository(image: str) -> str:
     return name
 
 
-def pin_images(docs: list[Doc], pins: dict[str, str], tensorboard: str | None) -> list[str]:
-    """Pin every container image in place; returns the images no pin names (empty on success)."""
+def _set_env(container: Doc, values: dict[str, str]) -> None:
+    env = [e for e in container.get("env") or [] if e.get("name") not in values]
+    container["env"] = [*env, *({"name": k, "value": v} for k, v in values.items())]
+
+
+def pin_images(
+    docs: list[Doc], pins: dict[str, str], tensorboard: str | None, init_image: str | None = None
+) -> list[str]:
+    """Pin every container image in place, and the images the servers give jobs' pods; returns the
+    images no pin names (empty on success)."""
     unpinned = []
     for doc in docs:
         component = ((doc.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component")
@@ -89,9 +102,12 @@ def pin_images(docs: list[Doc], pins: dict[str, str], tensorboard: str | None) -
                         container["image"] = f"{repo}@{pins[repo]}"
                     else:
                         unpinned.append(f"{doc['kind']}/{doc['metadata']['name']}: {container['image']}")
-                    if tensorboard and key == "containers" and component in SERVER_COMPONENTS:
-                        env = [e for e in container.get("env") or [] if e.get("name") != TENSORBOARD_ENV]
-                        container["env"] = [*env, {"name": TENSORBOARD_ENV, "value": tensorboard}]
+                    if key != "containers":
+                        continue
+                    if tensorboard and component in SERVER_COMPONENTS:
+                        _set_env(container, {TENSORBOARD_ENV: tensorboard})
+                    if init_image and component == "hooks":
+                        _set_env(container, dict.fromkeys(INIT_IMAGE_ENV, init_image))
     return unpinned
 
 
@@ -219,10 +235,13 @@ def page(dist: Path, base_url: str) -> str:
 _DIGEST_REF = re.compile(r"^[^\s@\"]+@sha256:[0-9a-f]{64}$")
 
 
-def pin_chart_values(text: str, image_tag: str, tensorboard: str, metacontroller_tag: str) -> str:
+def pin_chart_values(
+    text: str, image_tag: str, tensorboard: str, metacontroller_tag: str, init_image: str
+) -> str:
     """values.yaml with the release's images pinned; each place must be found exactly once."""
     for flag, value in (("--image-tag", image_tag), ("--tensorboard", tensorboard),
-                        ("--metacontroller-tag", metacontroller_tag)):  # fmt: skip
+                        ("--metacontroller-tag", metacontroller_tag),
+                        ("--init-image", init_image)):  # fmt: skip
         if not _DIGEST_REF.match(value):
             raise ReleaseError(f"{flag} {value!r}: expected NAME@sha256:<64 hex digits>")
     block = r"(?:  .*\n|#.*\n|\n)*?"  # the lines of one top-level key's block, comments included
@@ -234,6 +253,8 @@ def pin_chart_values(text: str, image_tag: str, tensorboard: str, metacontroller
         ("image.tag", rf"(?m)^(image:\n{block}  tag: ).*$", rf'\g<1>"{image_tag}"'),
         ("tensorboard.image", rf"(?m)^(tensorboard:\n{block}  image: ).*$", rf"\g<1>{tensorboard}"),
         ("metacontroller.image", r"(?m)^(metacontroller:\n  enabled: .*\n)", rf"\g<1>{pinned_mc}"),
+        ("pytorchInitImage", r"(?m)^(pytorchInitImage: ).*$", rf"\g<1>{init_image}"),
+        ("mpiKubectlDeliveryImage", r"(?m)^(mpiKubectlDeliveryImage: ).*$", rf"\g<1>{init_image}"),
     )  # fmt: skip
     for what, pattern, replacement in edits:
         text, count = re.subn(pattern, replacement, text, count=1)
@@ -250,6 +271,7 @@ def main(argv: list[str]) -> int:
     man.add_argument("--metacontroller", required=True, type=Path, help="helm template of Metacontroller")
     man.add_argument("--pin", action="append", default=[], help="REPOSITORY=sha256:... (repeat)")
     man.add_argument("--tensorboard", help="the TensorBoard image, REPOSITORY@sha256:...")
+    man.add_argument("--init-image", help="the hooks' init container image, REPOSITORY@sha256:...")
     man.add_argument("--out", required=True, type=Path)
     man.add_argument("--crds-out", required=True, type=Path)
     cv = sub.add_parser("chart-values", help="pin the packaged chart's images in its values.yaml")
@@ -257,6 +279,7 @@ def main(argv: list[str]) -> int:
     cv.add_argument("--image-tag", required=True, help="VERSION@sha256:... of the project's image")
     cv.add_argument("--tensorboard", required=True, help="REPOSITORY:TAG@sha256:... of the TensorBoard image")
     cv.add_argument("--metacontroller-tag", required=True, help="vX.Y.Z@sha256:... of Metacontroller's image")
+    cv.add_argument("--init-image", required=True, help="REPOSITORY:TAG@sha256:... of the trainop-init image")
     pg = sub.add_parser("page", help="dist/index.html")
     pg.add_argument("--dist", required=True, type=Path)
     pg.add_argument("--base-url", default=PLACEHOLDER_BASE_URL)
@@ -264,15 +287,16 @@ def main(argv: list[str]) -> int:
     try:
         if args.action == "manifest":
             docs = install_manifest(load_docs(args.kustomize), load_docs(args.metacontroller))
-            unpinned = pin_images(docs, _parse_pins(args.pin), args.tensorboard)
+            unpinned = pin_images(docs, _parse_pins(args.pin), args.tensorboard, args.init_image)
             if unpinned:
                 raise ReleaseError("images without a digest (no --pin names them): " + "; ".join(unpinned))
             args.out.write_text(dump(docs))
             args.crds_out.write_text(dump([d for d in docs if d["kind"] == "CustomResourceDefinition"]))
         elif args.action == "chart-values":
             pinned = pin_chart_values(
-                args.values.read_text(), args.image_tag, args.tensorboard, args.metacontroller_tag
-            )
+                args.values.read_text(), args.image_tag, args.tensorboard, args.metacontroller_tag,
+                args.init_image,
+            )  # fmt: skip
             args.values.write_text(pinned)
         else:
             if not re.match(r"^https?://[^\s\"'<>]+$", args.base_url):

@@ -10,7 +10,9 @@ repository:
   registry layout containerd pulls from: `helm repo add` of the server + `helm install` with default
   values runs the TensorFlow example from the release's examples/ to Succeeded; after `helm uninstall`,
   `kubectl apply --server-side -f` of the release's CRDs and install manifest, as the README says, runs
-  it again, every pod on images pinned by the digests of the archives.
+  it again, every pod on images pinned by the digests of the archives. After each install a PyTorchJob
+  and an MPIJob show that the init containers the hooks give tenants' pods (the PyTorch worker's DNS
+  wait, the MPI launcher's kubectl-delivery) run the release's trainop-init by its digest.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 import pytest
 import yaml
 from controlplane import ControlPlaneError, default_bin_dir
-from trainop_stack import Namespace
+from trainop_stack import KINDS, Namespace, job
 
 from tests.e2e_node.builds import prepare, running
 from tests.e2e_node.realnode import NodeControlPlane
@@ -49,6 +51,8 @@ import versions  # noqa: E402
 
 EXAMPLE = "tensorflow"  # a light one: its pods only meet through TF_CONFIG
 RELEASE, NAMESPACE = "trainop", "trainop-system"
+# The release's images that run in jobs' pods, not as servers.
+INIT_REPO, TENSORBOARD_REPO = "docker.io/library/trainop-init", "docker.io/library/trainop-tensorboard"
 
 
 @dataclass(frozen=True)
@@ -271,8 +275,64 @@ def run_the_example(node: NodeControlPlane, ns: Namespace, served: Served) -> di
 
 
 def pinned(images: dict[str, str]) -> set[str]:
-    """``repository@digest`` of the release's images that run as servers (TensorBoard runs per job)."""
-    return {f"{ref.rsplit(':', 1)[0]}@{d}" for ref, d in images.items() if "tensorboard" not in ref}
+    """``repository@digest`` of the release's images that run as servers (TensorBoard and trainop-init
+    run in jobs' pods)."""
+    in_jobs = (f"{INIT_REPO}:", f"{TENSORBOARD_REPO}:")
+    return {f"{ref.rsplit(':', 1)[0]}@{d}" for ref, d in images.items() if not ref.startswith(in_jobs)}
+
+
+def init_digest(images: dict[str, str]) -> str:
+    (digest,) = [d for ref, d in images.items() if ref.startswith(f"{INIT_REPO}:")]
+    return digest
+
+
+def tiny_replica(kind: str, image: str, script: str) -> dict[str, Any]:
+    container = {"name": KINDS[kind]["container"], "image": image, "command": ["sh", "-c", script]}
+    spec = {"terminationGracePeriodSeconds": 1, "containers": [container]}
+    return {"replicas": 1, "restartPolicy": "Never", "template": {"spec": spec}}
+
+
+def completed_init_container(ns: Namespace, pod: str) -> dict[str, Any]:
+    """The pod's one init container's spec and status, once it exited 0."""
+    found: dict[str, Any] = {}
+
+    def done() -> bool:
+        obj = ns.get(f"pod/{pod}")
+        (status,) = obj["status"].get("initContainerStatuses") or [{}]
+        if (status.get("state", {}).get("terminated") or {}).get("exitCode") != 0:
+            return False
+        (found["spec"],), found["status"] = obj["spec"]["initContainers"], status
+        return True
+
+    ns.wait_until(f"the init container of {pod} to complete", done, timeout=180, interval=1.0)
+    return found
+
+
+def init_containers_run(node: NodeControlPlane, ns: Namespace, image: str) -> dict[str, dict[str, Any]]:
+    """A PyTorchJob (Master + Worker) and an MPIJob (Launcher + Worker) whose containers run ``image``: the
+    PyTorch worker's init container (waits for the master's name) and the MPI launcher's (delivers kubectl,
+    waits for the worker), once each completed. The master and the MPI worker stay up until the job goes."""
+    ns.create(job("PyTorchJob", "init-pytorch", {
+        "Master": tiny_replica("PyTorchJob", image, "sleep 600"),
+        "Worker": tiny_replica("PyTorchJob", image, "true"),
+    }))  # fmt: skip
+    ns.create(job("MPIJob", "init-mpi", {
+        "Launcher": tiny_replica("MPIJob", image, "true"),
+        "Worker": tiny_replica("MPIJob", image, "sleep 600"),
+    }, slotsPerWorker=1))  # fmt: skip
+    with pods_listed_on_failure(node):
+        return {
+            "pytorch": completed_init_container(ns, "init-pytorch-worker-0"),
+            "mpi": completed_init_container(ns, "init-mpi-launcher"),
+        }
+
+
+def assert_init_image_pinned(runs: dict[str, dict[str, Any]], image: str, digest: str) -> None:
+    """Each init container names ``image`` and ran the bytes of ``digest`` (containerd may report the
+    digest under another repository holding the same image, e.g. the node tier's toolbox)."""
+    for kind, run in runs.items():
+        assert run["spec"]["image"] == image, kind
+        assert run["status"]["imageID"].rpartition("@")[2] == digest, (kind, run["status"]["imageID"])
 
 
 def server_images(node: NodeControlPlane) -> dict[str, set[str]]:
@@ -303,6 +363,9 @@ def test_helm_repo_add_of_the_served_dist_and_helm_install_with_default_values_r
         print(f"\n[release helm] {EXAMPLE} {job['status']['conditions'][-1]['type']} from {served.url}")
     # The chart names the images by tag; what runs is what the release's archives hold.
     assert server_images(node) == {NAMESPACE: pinned(images)}
+    digest = init_digest(images)
+    values_image = f"{INIT_REPO}:{served.version}@{digest}"
+    assert_init_image_pinned(init_containers_run(node, ns, values_image), values_image, digest)
     node.kubectl("delete", "kubeflow", "--all", "-A", "--wait=true", timeout=180)
     helm(node, helm_home, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=120s")
     # A cluster as before the install: Helm keeps the CRDs of crds/, the manifest brings them again.
@@ -329,3 +392,6 @@ def test_kubectl_apply_of_the_served_manifest_runs_the_example_on_images_pinned_
         print(f"\n[release manifest] {EXAMPLE} {job['status']['conditions'][-1]['type']} from {served.url}")
     trainop = {i for i in pinned(images) if "/metacontroller@" not in i}
     assert server_images(node) == {NAMESPACE: trainop, "metacontroller": pinned(images) - trainop}
+    digest = init_digest(images)
+    manifest_image = f"{INIT_REPO}@{digest}"
+    assert_init_image_pinned(init_containers_run(node, ns, manifest_image), manifest_image, digest)
