@@ -79,8 +79,8 @@ class HookServer:
         hook = _parsed(path, data, parse)
         if isinstance(hook, Response):
             return hook
+        observed = sum(len(group) for group in hook.children.values())
         if allowance is not None:
-            observed = sum(len(group) for group in hook.children.values())
             error = too_many_children(hook.parent, observed, allowance)
             if error:
                 log.info(json.dumps({"path": path, "code": 413, "error": error}))
@@ -112,7 +112,12 @@ class HookServer:
         metrics.record_call(path.strip("/"), parent["kind"], elapsed, len(data))
         log.info(
             json.dumps(
-                {**entry, "children": len(response["children"]), "latency_ms": round(elapsed * 1000, 2)}
+                {
+                    **entry,
+                    "observed": observed,
+                    "children": len(response["children"]),
+                    "latency_ms": round(elapsed * 1000, 2),
+                }
             )
         )
         return Response(body, status=200, mimetype="application/json")

@@ -33,14 +33,15 @@ LEADERS: dict[str, tuple[str, ...]] = {
     "MXJob": ("Scheduler", "Server"),
 }
 assert set(LEADERS) == set(KINDS)
+NAMESPACE = "team-a"
 
 
-def realistic_job(kind: str, workers: int) -> Json:
+def realistic_job(kind: str, workers: int, namespace: str = NAMESPACE) -> Json:
     """tests/realistic.py's training job for any kind: its leaders and `workers` Workers."""
     spec = training_replica(kind)
     types: dict[str, Json | int] = {t: spec for t in LEADERS[kind]}
     types["Worker"] = {**spec, "replicas": workers}
-    out = job(kind, name="bench", namespace="team-a", **types)
+    out = job(kind, name="bench", namespace=namespace, **types)
     out["metadata"]["uid"] = "6f1c2d7e-0000-4000-8000-000000000001"
     return out
 
@@ -49,19 +50,20 @@ def admissible(obj: Json) -> bool:
     return admit(obj).checks.ok
 
 
-def most_workers(kind: str) -> int:
-    """The most Workers admission accepts in `realistic_job(kind, ...)`."""
-    if admissible(realistic_job(kind, MAX_REPLICAS)):
+def most_workers(kind: str, namespace: str = NAMESPACE) -> int:
+    """The most Workers admission accepts in `realistic_job(kind, ..., namespace)`: the namespace is in
+    every address the kinds' environments list, so it moves the bound."""
+    if admissible(realistic_job(kind, MAX_REPLICAS, namespace)):
         return MAX_REPLICAS
     lo, hi = 1, MAX_REPLICAS  # admissible(lo), not admissible(hi)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if admissible(realistic_job(kind, mid)) else (lo, mid)
+        lo, hi = (mid, hi) if admissible(realistic_job(kind, mid, namespace)) else (lo, mid)
     return lo
 
 
-def largest_job(kind: str) -> Json:
-    return realistic_job(kind, most_workers(kind))
+def largest_job(kind: str, namespace: str = NAMESPACE) -> Json:
+    return realistic_job(kind, most_workers(kind, namespace), namespace)
 
 
 def resync_body(parent: Json, now: datetime, children_of: Json | None = None) -> bytes:

@@ -201,6 +201,16 @@ def test_the_default_body_limit_admits_the_resync_of_a_1000_replica_tfjob():
     assert len(res.get_json()["children"]) == 2000
 
 
+def test_a_syncs_log_line_counts_the_children_its_body_observed(caplog):
+    # What the e2e tests read to see which children a sync Metacontroller made was given.
+    payload = resync_request("PyTorchJob", 3, T0)
+    with caplog.at_level(logging.INFO, logger="trainop.hooks"):
+        res = create_app(Settings(), clock=Clock()).test_client().post("/sync", data=payload)
+    assert res.status_code == 200, res.get_data()[:300]
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.getMessage().startswith('{"path"')]
+    assert [(line["observed"], line["children"]) for line in lines] == [(6, 6)]
+
+
 def test_a_body_over_the_limit_is_a_413_naming_the_limit(monkeypatch):
     monkeypatch.setenv("TRAINOP_HOOK_MAX_BODY_BYTES", "1000")
     res = (
