@@ -7,14 +7,12 @@ tests/apiserver_shape.py; here Metacontroller sends the children the apiserver h
 tests/largest_jobs.py's (the realistic template: GPUs, a data volume, env), one namespace per kind, all
 applied at once on a stack of this module's own with one kwok node that fits every pod.
 
-TFJob, XGBoostJob and MXJob are bound by the bytes their children imply (MAX_CHILDREN_BYTES) and run at
-that bound: 2,000-3,300 children each. The other kinds are bound by MAX_REPLICAS (10,000 Workers, 10,001
-pods and as many Services), ~70,000 objects together, which Metacontroller's 100 writes a second cannot
-create within the tier's budget: they run with CAPPED_WORKERS (500) Workers unless
-TRAINOP_E2E_LARGEST_FULL=1 asks for their bound too. At its bound MPIJob does not start there: its
-hostfile ConfigMap (~27 bytes per Worker) is held again in Metacontroller's last-applied annotation, which
-the apiserver refuses above 256 KiB (from ~9,700 Workers in `lj-mpi`), so every sync fails and no pod is
-created; validation does not count that annotation yet.
+TFJob, XGBoostJob and MXJob are bound by the bytes their children imply (MAX_CHILDREN_BYTES), MPIJob
+by the bytes of its ConfigMap (MAX_CHILD_BYTES: Metacontroller copies it into an annotation the
+apiserver caps at 256 KiB), and run at that bound: 2,000-4,700 children each. The other kinds are bound
+by MAX_REPLICAS (10,000 Workers, 10,001 pods and as many Services), ~60,000 objects together, which
+Metacontroller's 100 writes a second cannot create within the tier's budget: they run with
+CAPPED_WORKERS (500) Workers unless TRAINOP_E2E_LARGEST_FULL=1 asks for their bound too.
 """
 
 from __future__ import annotations

@@ -8,10 +8,16 @@ from flask.testing import FlaskClient
 
 from tests.builders import T0, job
 from tests.controller.fakes import Cluster
+from tests.largest_jobs import realistic_job
 from tests.realistic import training_job
 from tests.webhooks.helpers import denial, validated
 from trainop.admission.admit import admit
-from trainop.admission.validation import MAX_CHILDREN_BYTES, implied_children_bytes
+from trainop.admission.validation import (
+    MAX_CHILD_BYTES,
+    MAX_CHILDREN_BYTES,
+    implied_children_bytes,
+    largest_extra_child_bytes,
+)
 from trainop.controller.sync import sync
 from trainop.frameworks import framework
 from trainop.job.settings import Settings
@@ -103,3 +109,29 @@ def test_a_template_the_framework_cannot_read_is_answered_not_a_crash(client: Fl
     obj = job("JAXJob", name="j", Worker=2)
     obj["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"] = [1.5]
     assert validated(client, obj)["allowed"] is True
+
+
+def test_an_mpijob_whose_configmap_could_never_be_created_is_denied_with_the_most_workers_that_fit(
+    client: FlaskClient,
+) -> None:
+    # Its hostfile and discover_hosts.sh name every worker: past 240 KiB Metacontroller's copy of the
+    # ConfigMap in an annotation is over the apiserver's 256 KiB, and the job would never start.
+    wide = realistic_job("MPIJob", 10_000)
+    message = denial(client, wide)
+    assert "spec.mpiReplicaSpecs[Worker].replicas: Invalid value: 10000: the job's ConfigMap" in message
+    most = int(message.split("use at most ")[1].split()[0])
+    assert 4000 < most < 10_000
+    assert validated(client, realistic_job("MPIJob", most))["allowed"] is True
+    assert not admit(realistic_job("MPIJob", most + 1)).checks.ok
+
+
+def test_the_measure_of_an_mpijobs_configmap_is_at_least_what_its_sync_writes_once_workers_run() -> None:
+    obj = admit(realistic_job("MPIJob", 1000)).job
+    cluster = Cluster(obj)
+    for _ in range(3):
+        cluster.sync()
+    cluster.run()
+    children = cluster.sync().response()["children"]
+    config = next(c for c in children if c["kind"] == "ConfigMap")
+    measured = largest_extra_child_bytes(framework("MPIJob"), obj)[0]
+    assert len(orjson.dumps(config)) <= measured <= MAX_CHILD_BYTES

@@ -27,6 +27,7 @@ from trainop.extensions.base import PREFIX, Draft
 from trainop.frameworks import FRAMEWORKS, KINDS
 from trainop.frameworks.base import Framework
 from trainop.job.context import JobContext
+from trainop.job.observed import ObservedPod
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
 
@@ -98,7 +99,69 @@ def validate(job: Json, old: Json | None = None, extensions: Resolved | None = N
     if result.ok:
         # Only a job that is otherwise valid can be built into a context to be measured.
         _check_children_bytes(fw, job, result)
+    if result.ok:
+        _check_each_child_fits(fw, job, result)
     return result
+
+
+# Metacontroller creates a child with its whole JSON in an annotation, and the apiserver refuses an
+# object whose annotations total more than 256 KiB: a larger child is never created, and its job never
+# starts. The margin holds the child's own annotations, which the copy carries twice.
+MAX_CHILD_BYTES = 256 * 1024 - 16 * 1024
+
+
+def largest_extra_child_bytes(fw: Framework, job: Json) -> tuple[int, str]:
+    """The JSON bytes (as Go writes them: `<`, `>` and `&` escaped) and name of the largest of the kind's
+    other children once every pod of `job` exists and runs (an MPIJob's hostfile and Role then name
+    every worker)."""
+    uid = str(job["metadata"].get("uid") or "admission")
+    ctx = JobContext(fw.info, {**job, "metadata": {**job["metadata"], "uid": uid}}, Settings())
+    owner = [{"controller": True, "uid": uid}]
+    pods = [
+        ObservedPod(
+            {
+                "metadata": {
+                    "name": fw.info.pod_name(ctx.name, rtype, index),
+                    "labels": {c.LABEL_REPLICA_TYPE: rtype.lower(), c.LABEL_REPLICA_INDEX: str(index)},
+                    "ownerReferences": owner,
+                },
+                "status": {"phase": "Running"},
+            }
+        )
+        for rtype in ctx.replica_specs
+        for index in range(ctx.replicas(rtype))
+    ]
+    largest, name = 0, ""
+    try:
+        children = fw.extra_children(ctx, pods, True)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return 0, ""  # as _generated_size: the sync refuses such a job before building anything
+    for child in children:
+        raw = orjson.dumps(child)
+        size = len(raw) + 5 * (raw.count(b"<") + raw.count(b">") + raw.count(b"&"))
+        if size > largest:
+            largest, name = size, f"{child['kind']} {child['metadata']['name']}"
+    return largest, name
+
+
+def _check_each_child_fits(fw: Framework, job: Json, result: Result) -> None:
+    size, name = largest_extra_child_bytes(fw, job)
+    if size <= MAX_CHILD_BYTES:
+        return
+    info = fw.info
+    replicas = job["spec"][info.replica_field]
+    key = max(replicas, key=lambda k: _replica_count(info, info.canonical_type(k) or k, replicas[k]))
+    count = _replica_count(info, info.canonical_type(key) or key, replicas[key])
+    fits = _most_replicas(
+        job, info, key, count, lambda j: largest_extra_child_bytes(fw, j)[0] <= MAX_CHILD_BYTES
+    )
+    advice = f"use at most {fits} {key} replicas per job" if fits > 0 else "shorten the job's name"
+    result.error(
+        f"spec.{info.replica_field}[{key}].replicas",
+        f"Invalid value: {count}: the job's {name} would be {size} bytes, and Metacontroller copies a "
+        f"child into an annotation the apiserver caps at 256 KiB (with room for its other annotations, "
+        f"{MAX_CHILD_BYTES} bytes), so it could never be created; {advice}",
+    )
 
 
 def implied_children_bytes(fw: Framework, job: Json) -> int:
@@ -186,12 +249,19 @@ def _check_children_bytes(fw: Framework, job: Json, result: Result) -> None:
 
 def _most_replicas_that_fit(fw: Framework, job: Json, key: str, count: int) -> int:
     """The most replicas of `key` (others unchanged) for which the job stays within MAX_CHILDREN_BYTES."""
+    return _most_replicas(
+        job, fw.info, key, count, lambda j: implied_children_bytes(fw, j) <= MAX_CHILDREN_BYTES
+    )
+
+
+def _most_replicas(job: Json, info: KindInfo, key: str, count: int, ok: Callable[[Json], bool]) -> int:
+    """The most replicas of `key` (others unchanged, fewer than `count`) for which `ok` holds, or 0."""
     spec = job["spec"]
-    field = fw.info.replica_field
+    field = info.replica_field
 
     def fits(n: int) -> bool:
         replicas = {**spec[field], key: {**spec[field][key], "replicas": n}}
-        return implied_children_bytes(fw, {**job, "spec": {**spec, field: replicas}}) <= MAX_CHILDREN_BYTES
+        return ok({**job, "spec": {**spec, field: replicas}})
 
     lo, hi = 0, count  # fits(hi) is False
     while hi - lo > 1:
