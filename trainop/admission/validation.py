@@ -144,14 +144,20 @@ def largest_extra_child_bytes(fw: Framework, job: Json) -> tuple[int, str]:
     return largest, name
 
 
+def _widest_type(info: KindInfo, job: Json) -> tuple[str, int]:
+    """The replica type (as the job spells it) with the most replicas, and their number."""
+    replicas = job["spec"][info.replica_field]
+    counts = {k: _replica_count(info, info.canonical_type(k) or k, r) for k, r in replicas.items()}
+    key = max(counts, key=lambda k: counts[k])
+    return key, counts[key]
+
+
 def _check_each_child_fits(fw: Framework, job: Json, result: Result) -> None:
     size, name = largest_extra_child_bytes(fw, job)
     if size <= MAX_CHILD_BYTES:
         return
     info = fw.info
-    replicas = job["spec"][info.replica_field]
-    key = max(replicas, key=lambda k: _replica_count(info, info.canonical_type(k) or k, replicas[k]))
-    count = _replica_count(info, info.canonical_type(key) or key, replicas[key])
+    key, count = _widest_type(info, job)
     fits = _most_replicas(
         job, info, key, count, lambda j: largest_extra_child_bytes(fw, j)[0] <= MAX_CHILD_BYTES
     )
@@ -228,10 +234,9 @@ def _check_children_bytes(fw: Framework, job: Json, result: Result) -> None:
     if implied <= MAX_CHILDREN_BYTES:
         return
     info = fw.info
-    replicas = job["spec"][info.replica_field]
-    key = max(replicas, key=lambda k: _replica_count(info, info.canonical_type(k) or k, replicas[k]))
-    count = _replica_count(info, info.canonical_type(key) or key, replicas[key])
+    key, count = _widest_type(info, job)
     fits = _most_replicas_that_fit(fw, job, key, count)
+    replicas = job["spec"][info.replica_field]
     pods = sum(_replica_count(info, info.canonical_type(k) or k, r) for k, r in replicas.items())
     advice = (
         f"use at most {fits} {key} replicas per job (split the training into several jobs)"
