@@ -116,6 +116,11 @@ def largest_extra_child_bytes(fw: Framework, job: Json) -> tuple[int, str]:
     every worker)."""
     uid = str(job["metadata"].get("uid") or "admission")
     ctx = JobContext(fw.info, {**job, "metadata": {**job["metadata"], "uid": uid}}, Settings())
+    try:
+        if not fw.extra_children(ctx, [], True):
+            return 0, ""  # most kinds have none: no need to picture a 10,000-pod job at every sync
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return 0, ""  # as _generated_size: the sync refuses such a job before building anything
     owner = [{"controller": True, "uid": uid}]
     pods = [
         ObservedPod(
@@ -132,11 +137,7 @@ def largest_extra_child_bytes(fw: Framework, job: Json) -> tuple[int, str]:
         for index in range(ctx.replicas(rtype))
     ]
     largest, name = 0, ""
-    try:
-        children = fw.extra_children(ctx, pods, True)
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
-        return 0, ""  # as _generated_size: the sync refuses such a job before building anything
-    for child in children:
+    for child in fw.extra_children(ctx, pods, True):
         raw = orjson.dumps(child)
         size = len(raw) + 5 * (raw.count(b"<") + raw.count(b">") + raw.count(b"&"))
         if size > largest:
