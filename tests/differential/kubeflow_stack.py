@@ -14,7 +14,13 @@ import os
 import subprocess
 from pathlib import Path
 
-from controlplane import ControlPlane, ControlPlaneError, ManagedProcess, default_cache_dir, free_ports, tail
+from controlplane import (
+    ControlPlane,
+    ManagedProcess,
+    built_by,
+    default_cache_dir,
+    free_ports,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "build-kubeflow.sh"
@@ -37,16 +43,7 @@ def kubeflow_dir(cache: Path | None = None) -> Path:
 
 def ensure_kubeflow_binary(bin_dir: Path, log_path: Path) -> Path:
     """Build (or reuse, <1 s warm) Kubeflow's training-operator; raise ControlPlaneError if it is missing."""
-    binary = bin_dir / "training-operator"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
-        res = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    if res.returncode != 0 or not os.access(binary, os.X_OK):
-        raise ControlPlaneError(
-            f"{BUILD_SCRIPT.name} exited {res.returncode}; {binary} missing or not executable; "
-            f"build log {log_path}:\n{tail(log_path)}"
-        )
-    return binary
+    return built_by(BUILD_SCRIPT, bin_dir / "training-operator", log_path)
 
 
 def _public_key(args: list[str]) -> bytes:

@@ -88,6 +88,22 @@ def tail(path: Path, limit: int = 4000) -> str:
         return "<no log>"
 
 
+def built_by(script: Path, binary: Path, log_path: Path) -> Path:
+    """Run one of hack/'s build scripts (a no-op when its piece is cached) for ``binary``; raise
+    ControlPlaneError with the log's tail if it failed or left no executable."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        res = subprocess.run(
+            ["bash", str(script)], stdout=log, stderr=subprocess.STDOUT, cwd=script.parents[1]
+        )
+    if res.returncode != 0 or not os.access(binary, os.X_OK):
+        raise ControlPlaneError(
+            f"{script.name} exited {res.returncode}; {binary} missing or not executable; "
+            f"build log {log_path}:\n{tail(log_path)}"
+        )
+    return binary
+
+
 class ControlPlaneError(RuntimeError):
     pass
 
@@ -406,9 +422,26 @@ class ControlPlane:
         for m in manifests:
             refs += self.apply(m, server_side=True)
         crds = [r for r in refs if r.startswith("customresourcedefinition")]
-        if crds:
-            self.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *crds)
+        self.wait_established(crds, timeout)
         return crds
+
+    def wait_established(self, crds: Sequence[str], timeout: float = 60.0) -> None:
+        """Wait until every CRD named (``customresourcedefinition.../name``) is Established.
+
+        Not ``kubectl wait``: a new CRD's status holds ``conditions: null`` until the establishing
+        controller runs, and kubectl wait fails on a null list instead of waiting.
+        """
+        if crds:
+            self.wait_until(
+                f"{len(crds)} CRDs Established",
+                lambda: all(self._crd_established(ref) for ref in crds),
+                timeout=timeout,
+            )
+
+    def _crd_established(self, ref: str) -> bool:
+        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+        out = self.kubectl("get", ref, "-o", f"jsonpath={jsonpath}", check=False).stdout
+        return out.strip() == "True"
 
     def create_namespace(self, name: str, timeout: float = 60.0) -> None:
         """Create a namespace and wait for its ``default`` ServiceAccount.

@@ -378,8 +378,10 @@ def test_kubectl_apply_of_the_served_manifest_runs_the_example_on_images_pinned_
     node: NodeControlPlane, served: Served, images: dict[str, str], ns: Namespace,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    node.kubectl("apply", "--server-side", "-f", served.at("trainop-crds.yaml"), timeout=120)
-    node.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90)
+    applied = node.kubectl(
+        "apply", "--server-side", "-o", "name", "-f", served.at("trainop-crds.yaml"), timeout=120
+    ).stdout.split()
+    node.wait_established(applied)
     node.kubectl("apply", "--server-side", "-f", served.at("trainop.yaml"), timeout=180)
     with pods_listed_on_failure(node):
         node.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", NAMESPACE,
