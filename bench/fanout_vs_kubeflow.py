@@ -72,7 +72,8 @@ def job_running(cp: ControlPlane, namespace: str, name: str) -> bool:
     return any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
 
 
-def measure(side: Side, workers: int, timeout: float) -> dict[str, float]:
+def measure(side: Side, workers: int, timeout: float, keep: bool = False) -> dict[str, Any]:
+    """One job applied and timed; its namespace deleted after, unless ``keep`` (then returned in it)."""
     cp = side.cp
     namespace = f"fanout-{uuid.uuid4().hex[:6]}"
     cp.create_namespace(namespace)
@@ -97,8 +98,12 @@ def measure(side: Side, workers: int, timeout: float) -> dict[str, float]:
             f"job Running condition {'seen' if condition else 'not seen'}"
         )
     all_exist = max(watch.created.values()) - t0
-    cp.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=300s", check=False, timeout=320)
+    if not keep:
+        cp.kubectl(
+            "delete", "namespace", namespace, "--wait=true", "--timeout=300s", check=False, timeout=320
+        )  # fmt: skip
     return {
+        "namespace": namespace,
         "all_exist": all_exist,
         "all_running": max(watch.running.values()) - t0,
         "condition": condition - t0,

@@ -48,10 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.ui.fakeapi import FakeApi, event
 from tests.ui.helpers import pod, pytorch, with_status, write_run
 from trainop.kubeclient import KubeClient
-from trainop.ui.app import UiSettings, create_app
+from trainop.ui.app import create_app
 from trainop.ui.auth import token_key
 from trainop.ui.cluster import Cluster
 from trainop.ui.runs import Runs
+from trainop.ui.settings import UiSettings
 from trainop.ui.summary import summarize
 
 TARGET_MS = 200.0
