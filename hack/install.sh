@@ -19,3 +19,8 @@ fi
 PYTHON="$PYTHON" bash hack/install-examples.sh
 # pyenv exposes new console scripts (`trainop`) through shims made by a rehash.
 if command -v pyenv >/dev/null; then pyenv rehash || true; fi
+
+# What a first-time user needs to read after a silent install: what it put where, and what to type next.
+echo "installed: trainop $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("trainop"))')" \
+  "(editable, from $(pwd), with its test tools) and the frameworks the examples run with"
+echo "next: trainop run example:pytorch    (trainop examples list: the others; trainop ui: the runs' pages)"

@@ -41,5 +41,6 @@ def test_show_of_an_unknown_name_fails_listing_the_known_ones(capsys: pytest.Cap
     code, out, err = run(capsys, "show", "pytorh")
     assert (code, out) == (2, "")
     assert err == (
-        f"error: no example named 'pytorh'; the examples are: {', '.join(e.name for e in examples())}\n"
+        "error: no example named 'pytorh'; did you mean \"pytorch\"?; "
+        f"the examples are: {', '.join(e.name for e in examples())}\n"
     )

@@ -255,4 +255,6 @@ def test_scripts_from_must_name_another_example_with_scripts_of_its_own(
 def test_an_unknown_example_lists_the_known_ones() -> None:
     with pytest.raises(UnknownExampleError) as err:
         example("tensorflo")
-    assert str(err.value) == f"no example named 'tensorflo'; the examples are: {', '.join(NAMES)}"
+    assert str(err.value) == (
+        f"no example named 'tensorflo'; did you mean \"tensorflow\"?; the examples are: {', '.join(NAMES)}"
+    )

@@ -185,7 +185,9 @@ def test_a_packaged_example_is_loaded_by_name_with_its_config_map() -> None:
 def test_an_unknown_example_names_the_known_ones() -> None:
     with pytest.raises(ManifestError) as err:
         load("example:pytorh")
-    assert str(err.value).startswith("example:pytorh: no example named 'pytorh'; the examples are: jax, mpi")
+    assert str(err.value).startswith(
+        "example:pytorh: no example named 'pytorh'; did you mean \"pytorch\"?; the examples are: jax, mpi"
+    )
 
 
 def test_a_url_of_another_scheme_is_refused_not_read_as_a_path() -> None:
@@ -216,3 +218,11 @@ def test_generate_name_gets_a_random_suffix() -> None:
     written["metadata"] = {"generateName": "run-"}
     created = as_created(parse(stream(written)).job, datetime.now(UTC))
     assert created["metadata"]["name"].startswith("run-") and len(created["metadata"]["name"]) == 9
+
+
+def test_a_misspelt_kind_is_refused_with_the_kind_it_likely_means(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("apiVersion: kubeflow.org/v1\nkind: PytorchJob\nmetadata: {name: x}\nspec: {}\n")
+    with pytest.raises(ManifestError) as err:
+        load(str(path))
+    assert 'kind PytorchJob is not accepted; did you mean "PyTorchJob"?: trainop run takes' in str(err.value)

@@ -49,6 +49,7 @@ def test_a_job_that_succeeds_exits_0_and_prints_conditions_and_logs(tmp_path: Pa
         re.M,
     )
     assert f"logs: {tmp_path / 'run' / 'logs'}" in result.stdout
+    assert f"pages: trainop ui {tmp_path}" in result.stdout
     assert (tmp_path / "run" / "logs" / "t-master-0" / "pytorch.log").read_text() == "hello from master\n"
     assert (
         json.loads((tmp_path / "run" / "job.json").read_text())["status"]["conditions"][-1]["type"]
@@ -250,3 +251,19 @@ def test_a_suspended_job_starts_nothing_and_says_why(tmp_path: Path) -> None:
     assert "job Suspended: PyTorchJob t is suspended." in result.stdout
     assert "spec.runPolicy.suspend is true, so nothing runs" in result.stdout
     assert "started" not in result.stdout
+
+
+def test_a_run_whose_reader_closes_the_pipe_stops_without_a_traceback_and_records_its_end(
+    tmp_path: Path,
+) -> None:
+    job = write_job(tmp_path, PT, Master=replica(PT, ["sh", "-c", "while :; do echo line; sleep 0.01; done"]))
+    run = start(str(job), "--workdir", str(tmp_path / "run"))
+    assert run.stdout is not None and run.stderr is not None
+    assert run.stdout.readline()
+    run.stdout.close()  # as `| head -1` does once it has its line
+    code = run.wait(timeout=120)
+    stderr = run.stderr.read()
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert code == EXIT_INTERRUPTED
+    finished = json.loads((tmp_path / "run" / "run.json").read_text())["finished"]
+    assert finished["reason"] == "interrupted by a closed pipe"

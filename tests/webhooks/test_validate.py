@@ -59,6 +59,12 @@ def test_a_replica_type_the_kind_does_not_have_is_denied(client: FlaskClient) ->
     assert '"Master", "Worker"' in message
 
 
+def test_a_misspelt_replica_type_is_denied_with_the_type_it_likely_means(client: FlaskClient) -> None:
+    message = denial(client, job("PyTorchJob", Master=1, Workers=1))
+    assert 'spec.pytorchReplicaSpecs[Workers]: Unsupported value: "Workers"' in message
+    assert message.endswith('did you mean "Worker"?')
+
+
 @pytest.mark.parametrize(
     ("kind", "field"), [("PyTorchJob", "pytorchReplicaSpecs"), ("XGBoostJob", "xgbReplicaSpecs")]
 )

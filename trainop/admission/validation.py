@@ -30,6 +30,7 @@ from trainop.job.context import JobContext
 from trainop.job.observed import ObservedPod
 from trainop.job.settings import Settings
 from trainop.jsontypes import Json
+from trainop.suggest import did_you_mean
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_MAX = 63
@@ -312,7 +313,9 @@ def _check_replica_map(fw: Framework, replicas: Json, root: str, result: Result)
         path = f"{root}[{key}]"
         if canonical is None:
             result.error(
-                path, f'Unsupported value: "{key}": supported replica types: {quote_all(info.replica_types)}'
+                path,
+                f'Unsupported value: "{key}": supported replica types: {quote_all(info.replica_types)}'
+                f"{did_you_mean(key, info.replica_types)}",
             )
             continue
         if canonical in seen:

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from trainop.frameworks import kind_info
+from trainop.suggest import did_you_mean
 
 Json = dict[str, Any]
 
@@ -33,7 +34,9 @@ class UnknownExampleError(LookupError):
     """No packaged example has that name; the message lists the ones there are."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"no example named {name!r}; the examples are: {', '.join(names())}")
+        super().__init__(
+            f"no example named {name!r}{did_you_mean(name, names())}; the examples are: {', '.join(names())}"
+        )
 
 
 @dataclass(frozen=True)

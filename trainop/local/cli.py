@@ -6,6 +6,7 @@ import argparse
 import atexit
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from trainop.admission.admit import admit
 from trainop.envvalues import SettingError
@@ -29,6 +30,7 @@ from trainop.local.devices import detect as detect_devices
 from trainop.local.display import Display, LiveDisplay, PlainDisplay, table
 from trainop.local.manifest import ManifestError, as_created, load
 from trainop.local.network import LoopbackNetwork, Unconfined, loopback_network
+from trainop.local.pipe import ReaderGone
 from trainop.local.podspec import template_errors
 from trainop.local.record import RunRecorder
 from trainop.local.runner import (
@@ -129,7 +131,9 @@ def run_until(args: argparse.Namespace, stop: StopRequest) -> int:
     """`trainop run` under signal handlers the caller installed for `stop`: a signal during the set-up
     ends the run at its first step, before any pod starts. (Without handlers, a Ctrl-C landing in the
     fork that makes the network namespace is swallowed by an at-fork callback and the run goes on.)"""
-    out: TextIO = sys.stderr if args.output == "json" else sys.stdout
+    # `trainop run ... | head` closes the pipe under us: stop as on a signal, so the run records its end.
+    stream = sys.stderr if args.output == "json" else sys.stdout
+    out = cast(TextIO, ReaderGone(stream, lambda: stop.request("a closed pipe")))
     try:
         # The extensions' cluster settings, as the servers refuse them at start-up: a run that admitted
         # and synced the job with a malformed one would fail, or default the job, otherwise than a cluster.
@@ -312,6 +316,8 @@ def summary(outcome: Outcome, workdir: Path) -> str:
         rows = [outcome.replicas[k] for k in sorted(outcome.replicas)]
         lines += [f"  {line}" for line in table(rows, "")[:-1]]
     lines.append(f"logs: {workdir / 'logs'}")
+    # The runs' pages (timeline, merged log, Events) are one command away; say which.
+    lines.append(f"pages: trainop ui {shlex.quote(str(workdir.parent))}")
     return "\n".join(lines) + "\n"
 
 

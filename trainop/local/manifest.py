@@ -17,6 +17,7 @@ from trainop.examples import UnknownExampleError, example
 from trainop.frameworks import KINDS, kind_info
 from trainop.jsontypes import Json
 from trainop.local.fetch import FetchError, fetch, is_url
+from trainop.suggest import did_you_mean
 
 EXAMPLE_PREFIX = "example:"
 # What the apiserver allows (k8s.io/apimachinery validation): names are DNS subdomains, keys file names.
@@ -109,8 +110,8 @@ def parse(text: str, source: str = "<stdin>", base_dir: Path | None = None) -> M
             kind_info(doc["kind"])
         except UnknownKindError:
             raise ManifestError(
-                f"{where}: kind {doc['kind']} is not accepted: trainop run takes {ACCEPTED} "
-                f"(job kinds: {', '.join(KINDS)})"
+                f"{where}: kind {doc['kind']} is not accepted{did_you_mean(doc['kind'], KINDS)}: trainop run "
+                f"takes {ACCEPTED} (job kinds: {', '.join(KINDS)})"
             ) from None
         jobs.append(doc)
     if not jobs:
