@@ -26,7 +26,7 @@ from trainop.envvalues import (
 from trainop.job.settings import Settings
 from trainop.metrics import MetricsLimits, MetricsPort
 from trainop.serving import Deadlines, Listener
-from trainop.ui.app import UiSettings
+from trainop.ui.settings import UiSettings
 from webhooks.selfcert import CertSettings
 from webhooks.settings import ServingCert, WebhookLimits, WebhookSettings
 

@@ -3,7 +3,7 @@
 Each reader declares a variable: its name, its default and what it expects. `read(environ)` gives the
 default when the variable is unset or blank and the parsed value otherwise, or raises `SettingError`,
 whose message always reads `NAME: expected WHAT, got 'VALUE'`. A server builds its one frozen settings
-object from these at start-up (hooks.settings, webhooks.settings, trainop.ui.app.UiSettings), so a
+object from these at start-up (hooks.settings, webhooks.settings, trainop.ui.settings.UiSettings), so a
 malformed value stops it there, naming the variable, instead of surfacing in a worker later.
 
 A leaf: the standard library only, so every layer may read its settings with it.

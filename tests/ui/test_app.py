@@ -10,10 +10,12 @@ from flask import Flask, request
 
 from tests.ui.helpers import pod, pytorch, record_tensorboard, with_status, write_run
 from trainop.extensions.tensorboard import ANNOTATION as TENSORBOARD
-from trainop.ui.app import UiSettings, create_app, row_id
+from trainop.ui.app import create_app
 from trainop.ui.auth import Authenticator, AuthSettings
 from trainop.ui.links import Link
 from trainop.ui.runs import Runs
+from trainop.ui.settings import UiSettings
+from trainop.ui.views.shown import row_id
 
 
 def client(root: Path, **settings):
@@ -302,3 +304,14 @@ def test_the_wizard_shows_an_unknown_profiles_message_at_its_field(root: Path):
     page = client(root).post("/new", data=form).text
     at_field = r'id="err-Worker-accelerator">[^<]*&#34;no-such-gpu&#34;: unknown accelerator profile'
     assert re.search(at_field, page)
+
+
+def test_every_page_names_the_packaged_favicon(root: Path):
+    web = client(root)
+    html = web.get("/").text
+    match = re.search(r'<link rel="icon" type="image/svg\+xml" href="([^"]+)">', html)
+    assert match
+    icon = web.get(match.group(1))
+    assert icon.status_code == 200
+    assert icon.mimetype == "image/svg+xml"
+    assert icon.data.startswith(b"<svg")

@@ -11,7 +11,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.ui.helpers import pytorch, with_status, write_run
-from trainop.ui.app import UiSettings, create_app
+from trainop.ui.app import create_app
 from trainop.ui.auth import (
     MAX_CACHED,
     NEGATIVE_SECONDS,
@@ -30,6 +30,7 @@ from trainop.ui.auth import (
 )
 from trainop.ui.bounded import Bucket, Expiring
 from trainop.ui.runs import Runs
+from trainop.ui.settings import UiSettings
 from trainop.ui.source import User
 
 SECRET = "shared-with-the-proxy"

@@ -18,10 +18,11 @@ from trainop.controller.podgroups import KUBERNETES_KEY, PLUGINS_KEY, VOLCANO_KE
 from trainop.jsontypes import Json
 from trainop.kubeclient import KubeClient
 from trainop.ui import cluster as cluster_module
-from trainop.ui.app import UiSettings, create_app
+from trainop.ui.app import create_app
 from trainop.ui.auth import AuthSettings
 from trainop.ui.cluster import Cluster, field_errors
 from trainop.ui.scheduling import POD_GROUP_APIS, WORKLOAD_API
+from trainop.ui.settings import UiSettings
 from trainop.ui.source import Container, NotAllowed, User
 from trainop.ui.summary import summarize
 from trainop.ui.wizard import Form

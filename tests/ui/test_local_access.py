@@ -10,9 +10,10 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.ui.helpers import pytorch, write_run
-from trainop.ui.app import UiSettings, create_app
+from trainop.ui.app import create_app
 from trainop.ui.local_access import LocalAccess, allowed_hosts, guard, new_access
 from trainop.ui.runs import Runs
+from trainop.ui.settings import UiSettings
 
 PORT = 8123
 BASE = f"http://127.0.0.1:{PORT}"

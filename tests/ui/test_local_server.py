@@ -145,3 +145,21 @@ def test_trainop_run_with_ui_prints_a_tokened_address_and_refuses_a_request_with
         proc.kill()
     assert proc.returncode == 130
     assert "interrupted by SIGINT" in stdout
+
+
+def test_a_folder_that_does_not_exist_is_served_with_a_warning_saying_so(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-runs"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainop.cli", "ui", str(missing), "--port", "0"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert " at http://127.0.0.1:" in proc.stdout.readline()
+        warning = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert warning.startswith(f"trainop ui: warning: {missing} is not a folder (yet)")
+    assert "trainop run example:pytorch" in warning

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tests.ui.helpers import pytorch, with_status
-from trainop.ui.app import UiSettings
+from trainop.ui.settings import UiSettings
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = {"TRAINOP_UI_PROXY_SECRET": "from-the-proxy"}

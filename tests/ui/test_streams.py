@@ -13,9 +13,10 @@ import pytest
 
 from tests.ui.fakeapi import FakeApi, event, serving
 from trainop.envvalues import SettingError
-from trainop.ui.app import UiSettings, create_app
+from trainop.ui.app import create_app
 from trainop.ui.auth import AuthSettings
 from trainop.ui.cluster import EVENTS_PAGE, EVENTS_PER_OBJECT, MAX_LOG_CONTAINERS, Cluster
+from trainop.ui.settings import UiSettings
 from trainop.ui.source import User
 
 MNIST = "team-a/PyTorchJob/mnist"

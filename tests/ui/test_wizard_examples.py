@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from trainop import examples
-from trainop.ui.app import UiSettings, create_app
+from trainop.ui.app import create_app
 from trainop.ui.runs import Runs
+from trainop.ui.settings import UiSettings
 from trainop.ui.wizard import Form, errors_by_field, examples_of
 
 

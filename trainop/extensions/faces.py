@@ -94,7 +94,7 @@ class JobLink:
     name: str  # the link's text: "TensorBoard"
     # Where a local run records the address of what it links to (`LocalServer.record_key`).
     key: str
-    # The field of the UI's settings (trainop.ui.app.UiSettings) holding its URL template over the job's
+    # The field of the UI's settings (trainop.ui.settings.UiSettings) holding its URL template over the job's
     # fields, for a cluster, where the job's annotations alone make the sync serve it; "" there: no link.
     setting: str
 

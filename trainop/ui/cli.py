@@ -16,13 +16,14 @@ from werkzeug.serving import ThreadedWSGIServer
 from trainop.envvalues import Text
 from trainop.kubeclient import connect
 from trainop.local.fetch import is_loopback_host
-from trainop.ui.app import TENSORBOARD_URL, UiSettings, create_app
+from trainop.ui.app import create_app
 from trainop.ui.auth import MODES, PROXY_SECRET_ENV, PROXY_SECRET_HEADER, AuthSettings, check_settings
 from trainop.ui.cluster import cluster_source
 from trainop.ui.links import load_links
 from trainop.ui.local_access import guard, new_access
 from trainop.ui.runs import Runs
 from trainop.ui.server import serve_forever
+from trainop.ui.settings import TENSORBOARD_URL, UiSettings
 
 DEFAULT_RUNS = Path("trainop-runs")
 # Open connections served at once by the local server; past this a new one gets a 503 at once instead
@@ -95,7 +96,7 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> UiSettings:
-    """The UI server's settings: its options, and the environment's (trainop.ui.app.UiSettings.with_env)."""
+    """The UI server's settings: its options, and the environment's (UiSettings.with_env)."""
     groups = tuple(g.strip() for g in getattr(args, "impersonate_groups", "").split(",") if g.strip())
     auth = AuthSettings(
         getattr(args, "auth", "none"),
@@ -182,6 +183,15 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not args.runs.is_dir():
+        # Served anyway (a run started later appears in the list), but an empty list must not look like
+        # a folder without runs when the folder was mistyped.
+        print(
+            f"trainop ui: warning: {args.runs} is not a folder (yet): the list stays empty until a run is "
+            "there; `trainop run example:pytorch` keeps its runs in ./trainop-runs",
+            file=sys.stderr,
+            flush=True,
+        )
     _say_serving(f"the runs in {args.runs}", url, settings)
     try:
         server.serve_forever()
@@ -197,7 +207,7 @@ def _serve_cluster(args: argparse.Namespace, settings: UiSettings) -> int:
     connect(settings.kubeconfig)  # no credentials: say so here, not from a worker that fails to boot
 
     def make_app() -> Flask:
-        source, authenticator = cluster_source(settings)
+        source, authenticator = cluster_source(settings.kubeconfig, settings.auth)
         return create_app(source, settings, authenticator)
 
     return serve_forever(

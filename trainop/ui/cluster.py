@@ -26,8 +26,7 @@ from trainop.frameworks import KINDS, kind_info
 from trainop.jsontypes import Json
 from trainop.kubeclient import ApiError, KubeClient, connect
 from trainop.local.logs import prefix
-from trainop.ui.app import UiSettings
-from trainop.ui.auth import SYSTEM, Authenticator, token_key
+from trainop.ui.auth import SYSTEM, Authenticator, AuthSettings, token_key
 from trainop.ui.bounded import Expiring
 from trainop.ui.paths import (
     GROUP,
@@ -597,12 +596,14 @@ def _pump(client: KubeClient, path: str, tag: str, out: queue.Queue[str | None],
                 break
 
 
-def cluster_source(settings: UiSettings) -> tuple[Cluster, Authenticator | None]:
-    client = connect(settings.kubeconfig)
+def cluster_source(kubeconfig: str, auth: AuthSettings) -> tuple[Cluster, Authenticator | None]:
+    """The cluster `kubeconfig` names ("": the pod's ServiceAccount), and the sign-in `auth` asks for, with
+    its tokens reviewed by that cluster."""
+    client = connect(kubeconfig)
     source = Cluster(client)
     source.start()
     review = None
-    if settings.auth.mode == "token":
+    if auth.mode == "token":
 
         def review(token: str) -> User | None:
             body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
@@ -615,4 +616,4 @@ def cluster_source(settings: UiSettings) -> tuple[Cluster, Authenticator | None]
             user = status.get("user") or {}
             return User(str(user.get("username") or ""), tuple(user.get("groups") or ()), token)
 
-    return source, Authenticator(settings.auth, review)
+    return source, Authenticator(auth, review)

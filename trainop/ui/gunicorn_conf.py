@@ -15,7 +15,7 @@ Variables: TRAINOP_UI_{HANDSHAKE,HEADER,BODY,RESPONSE}_TIMEOUT (seconds) and TRA
 (open connections; at the cap the oldest one still sending its request, else the oldest idle one, is
 closed for each new one), as for the hooks, and TRAINOP_UI_MAX_USER_STREAMS (the streams one signed-in
 user may hold, default 16; docs/ui.md); `trainop ui` reads them once, into
-trainop.ui.app.UiSettings, before gunicorn starts.
+trainop.ui.settings.UiSettings, before gunicorn starts.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import time
 from typing import Any
 
 from trainop.serving import DeadlineWorker
-from trainop.ui.app import STREAM_PREFIX, UiSettings
+from trainop.ui.settings import UiSettings
+from trainop.ui.sse import STREAM_PREFIX
 
 PAGE_THREADS = 16
 

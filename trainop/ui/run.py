@@ -9,9 +9,10 @@ from pathlib import Path
 
 from trainop.local import cli as local_cli
 from trainop.local.runner import EXIT_NOT_RUNNABLE, StopRequest
-from trainop.ui.app import UiSettings, create_app
+from trainop.ui.app import create_app
 from trainop.ui.cli import DEFAULT_RUNS, serve_local
 from trainop.ui.runs import Runs
+from trainop.ui.settings import UiSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 
 from trainop.ui import gunicorn_conf
-from trainop.ui.app import UiSettings
+from trainop.ui.settings import UiSettings
 
 
 def bind_of(host: str, port: int) -> str:
