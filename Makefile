@@ -32,7 +32,7 @@ EXPLORE_EXAMPLES ?= 2000
 EXPLORE_SECONDS ?= $(or $(TRAINOP_EXPLORE_SECONDS),300)
 
 # The fuzz suites, in two groups that run side by side (one per core): hooks, and webhooks.
-FUZZ_HOOKS = tests/hooks/test_fuzz_hostile.py \
+FUZZ_HOOKS = tests/hooks/test_fuzz_hostile.py tests/trainjob/test_fuzz_sync.py \
   tests/test_fuzz_gunicorn.py::test_hostile_hook_calls_never_get_a_5xx_or_kill_a_worker
 FUZZ_WEBHOOKS = tests/webhooks/test_fuzz.py -k hostile \
   tests/test_fuzz_gunicorn.py::test_hostile_admission_reviews_never_get_a_5xx_or_kill_a_worker

@@ -23,6 +23,8 @@ bash hack/install.sh
 "${stages[@]}" check
 bash hack/build-control-plane.sh
 bash hack/build-kubeflow.sh  # Kubeflow itself, for tests/differential
+bash hack/build-jobset.sh  # the real JobSet controller, for tests/e2e/test_e2e_jobset.py
+bash hack/build-trainer.sh  # Kubeflow Trainer v2.3.0, for tests/e2e/test_e2e_trainer_jobsets.py
 # The real-node tier (tests/e2e_node): kubelet, kube-proxy, CoreDNS, containerd; the examples' images.
 bash hack/build-node.sh
 bash hack/build-kube-router.sh  # the NetworkPolicy enforcer of tests/e2e_node/test_networkpolicy.py

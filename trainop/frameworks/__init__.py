@@ -22,6 +22,10 @@ FRAMEWORKS: Mapping[str, Framework] = MappingProxyType(
     {fw.info.kind: fw for fw in (TensorFlow(), PyTorch(), XGBoost(), MPI(), Paddle(), Jax(), MXNet())}
 )
 KINDS: Mapping[str, KindInfo] = MappingProxyType({kind: fw.info for kind, fw in FRAMEWORKS.items()})
+# A Trainer v2 runtime's mlPolicy source -> the framework that knows its contract in both API generations.
+ML_POLICIES: Mapping[str, Framework] = MappingProxyType(
+    {"torch": FRAMEWORKS["PyTorchJob"], "jax": FRAMEWORKS["JAXJob"], "xgboost": FRAMEWORKS["XGBoostJob"]}
+)
 
 
 def framework(kind: str) -> Framework:

@@ -26,6 +26,31 @@ def env(name: str, value: str | int) -> Json:
     return {"name": name, "value": str(value)}
 
 
+# A TrainJob's pods (Trainer v2) find each other through JobSet's DNS: the trainer step is the
+# replicatedJob `node`, its first pod `<job>-node-0-0` in the subdomain named after the job.
+TRAINJOB_PORT = 29500
+COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def completion_index_env(name: str) -> Json:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}}
+
+
+@dataclass(frozen=True)
+class TrainerNodes:
+    """A TrainJob's trainer step as a framework sees it: how many nodes, of what size."""
+
+    job_name: str
+    num_nodes: int
+    gpus_per_node: int
+    cpus_per_node: int
+    num_proc_per_node: int | None = None
+
+    @property
+    def first_node(self) -> str:
+        return f"{self.job_name}-node-0-0.{self.job_name}"
+
+
 @dataclass(frozen=True)
 class Counts:
     """Pods of one replica type by outcome, as Kubeflow counts them from phases."""
@@ -64,6 +89,16 @@ class Framework:
 
     # ---- children ---------------------------------------------------------------------------------
     def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
+        return []
+
+    # Whether the TrainJob's own trainer env goes in before this framework's (Trainer's plugin order).
+    trainjob_user_env_first = True
+
+    def trainjob_env(self, nodes: TrainerNodes) -> list[Json]:
+        """The env of a TrainJob's trainer `node` container under this framework's mlPolicy (Trainer v2).
+
+        Upserted in order after the TrainJob's own env, each replacing a same-named variable in place.
+        """
         return []
 
     def env_container_indexes(self, ctx: JobContext, rtype: str, containers: Sequence[Json]) -> list[int]:

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from trainop.api.kinds import KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
-from trainop.frameworks.base import Framework, env
+from trainop.frameworks.base import TRAINJOB_PORT, Framework, TrainerNodes, completion_index_env, env
 from trainop.job.context import JobContext
 from trainop.jsontypes import Json
 
@@ -41,6 +41,16 @@ class Jax(Framework):
     qualified_messages = True
     deleted_job_reason = "SuccessfulDeletePod"
     warns_restarting_only_when_short = True
+
+    # Trainer's JAX plugin leaves the TrainJob's env to the JobSet builder, which runs after it.
+    trainjob_user_env_first = False
+
+    def trainjob_env(self, nodes: TrainerNodes) -> list[Json]:
+        return [
+            env("JAX_NUM_PROCESSES", nodes.num_nodes),
+            completion_index_env("JAX_PROCESS_ID"),
+            env("JAX_COORDINATOR_ADDRESS", f"{nodes.first_node}:{TRAINJOB_PORT}"),
+        ]
 
     def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
         return [

@@ -15,9 +15,12 @@ from trainop.api.jsonpath import dig
 from trainop.api.kinds import ChildType, KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
 from trainop.frameworks.base import (
+    TRAINJOB_PORT,
     Counts,
     Framework,
+    TrainerNodes,
     check_elastic_bounds,
+    completion_index_env,
     default_elastic_bounds,
     env,
     replicas_of,
@@ -90,6 +93,19 @@ class PyTorch(Framework):
     spec_model = PyTorchJobSpec
     deleted_job_reason = "SuccessfulDeletePod"
     warns_restarting_only_when_short = True
+
+    def trainjob_env(self, nodes: TrainerNodes) -> list[Json]:
+        # torchrun's own flags as PET_*; "auto" lets torchrun count the GPUs, which a CPU node has none of.
+        nproc: str | int = "auto" if nodes.num_proc_per_node is None else nodes.num_proc_per_node
+        if nproc == "auto" and nodes.gpus_per_node == 0:
+            nproc = max(1, nodes.cpus_per_node)
+        return [
+            env("PET_NNODES", nodes.num_nodes),
+            env("PET_NPROC_PER_NODE", nproc),
+            completion_index_env("PET_NODE_RANK"),
+            env("PET_MASTER_ADDR", nodes.first_node),
+            env("PET_MASTER_PORT", TRAINJOB_PORT),
+        ]
 
     def default_spec(self, spec: Json) -> Json:
         spec = default_elastic_bounds(spec, replicas_of(spec, self.info.replica_field, "Worker"))

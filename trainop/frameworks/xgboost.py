@@ -6,7 +6,7 @@ from pydantic import Field
 
 from trainop.api.kinds import KindInfo
 from trainop.api.models import Model, ReplicaSpecs, RunPolicy, optional
-from trainop.frameworks.base import Framework, env
+from trainop.frameworks.base import TRAINJOB_PORT, Framework, TrainerNodes, completion_index_env, env
 from trainop.job.context import JobContext
 from trainop.jsontypes import Json
 
@@ -41,6 +41,16 @@ class XGBoost(Framework):
     spec_model = XGBoostJobSpec
     # Kubeflow fails an XGBoostJob on any failed pod unless restartPolicy is ExitCode.
     recreate_policies = ("ExitCode",)
+
+    def trainjob_env(self, nodes: TrainerNodes) -> list[Json]:
+        # One worker per GPU, or one per node on CPUs; the tracker runs beside rank 0.
+        workers = nodes.num_nodes * (nodes.gpus_per_node or 1)
+        return [
+            env("DMLC_TRACKER_URI", nodes.first_node),
+            env("DMLC_TRACKER_PORT", TRAINJOB_PORT),
+            completion_index_env("DMLC_TASK_ID"),
+            env("DMLC_NUM_WORKER", workers),
+        ]
 
     def env(self, ctx: JobContext, rtype: str, index: int) -> list[Json]:
         total = ctx.total_replicas()
