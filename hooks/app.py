@@ -19,7 +19,7 @@ from hooks import metrics
 from hooks.bodycost import Allowance, body_cost, check_children, too_many_children
 from hooks.kubeapi import ApiClient, Deleter, default_deleter
 from hooks.recorder import Recorder
-from hooks.request import HookRequest, parse, parse_customize
+from hooks.request import TRAINJOB, HookRequest, parse, parse_customize
 from hooks.settings import MAX_BODY, MAX_INFLIGHT, MAX_RESPONSE, HookSettings, current
 from trainop.controller import ttl
 from trainop.controller.related import related_resources
@@ -27,6 +27,8 @@ from trainop.controller.sync import sync
 from trainop.job.settings import Settings
 from trainop.jsoncost import Budget, Claim, TooCostly
 from trainop.jsonshape import BadRequest
+from trainop.trainjob import hook as trainjob_hook
+from trainop.trainjob import sync as trainjob_sync
 
 log = logging.getLogger("trainop.hooks")
 T = TypeVar("T")
@@ -97,6 +99,8 @@ class HookServer:
             if finalizing_route or hook.finalizing:
                 response = self.finalize(hook)
                 body = _dumps(response)
+            elif parent["kind"] == TRAINJOB:
+                response, body = self.sync_trainjob(hook)
             else:
                 response, body = self.sync(parent, hook.children, hook.related)
         except AnswerTooLarge as exc:
@@ -132,7 +136,10 @@ class HookServer:
         hook = _parsed(path, data, parse_customize)
         if isinstance(hook, Response):
             return hook
-        answer = related_resources(hook.kind, hook.name, hook.namespace)
+        if hook.kind == TRAINJOB:
+            answer = trainjob_hook.related_resources(hook.parent)
+        else:
+            answer = related_resources(hook.kind, hook.name, hook.namespace)
         elapsed = time.perf_counter() - started
         metrics.record_call(path.strip("/"), hook.kind, elapsed, len(data))
         entry = {"path": path, "kind": hook.kind, "namespace": hook.namespace, "name": hook.name}
@@ -161,6 +168,24 @@ class HookServer:
             if retry is not None:  # never a null: nothing in a response may be None
                 response["resyncAfterSeconds"] = retry
                 body = _dumps(response)
+        return response, body
+
+    def sync_trainjob(self, hook: HookRequest) -> tuple[dict[str, Any], bytes]:
+        """A TrainJob's answer: its runtime snapshot and JobSet, and its status (trainop.trainjob.sync)."""
+        observed = trainjob_hook.observed(hook.parent, hook.children, hook.related)
+        outcome = trainjob_sync.sync(observed, self.clock())
+        response = trainjob_hook.response(outcome)
+        body = _dumps(response)
+        if len(body) > self.max_response:
+            raise AnswerTooLarge(len(body))
+        meta = hook.parent["metadata"]
+        for event in outcome.events:
+            # Trainer records these through events.k8s.io; until the recorder writes that API they are
+            # logged, never dropped.
+            entry = {"event": "trainjob-event", "namespace": meta.get("namespace"), "name": meta["name"]}
+            log.warning(
+                json.dumps({**entry, "type": event.type, "reason": event.reason, "message": event.message})
+            )
         return response, body
 
     def delete(self, parent: dict[str, Any], now: datetime) -> float | None:

@@ -12,6 +12,10 @@ from trainop.frameworks import KINDS
 from trainop.jsonshape import MAX_DEPTH, BadRequest, deeper_than
 from trainop.jsontypes import Json
 
+# The seven v1 kinds, and Trainer v2's TrainJob (trainop.trainjob), whose sync checks its own input.
+TRAINJOB = "TrainJob"
+PARENT_KINDS = (*KINDS, TRAINJOB)
+
 
 @dataclass(frozen=True)
 class HookRequest:
@@ -27,6 +31,8 @@ class CustomizeRequest:
     kind: str
     name: str
     namespace: str
+    # A TrainJob's related runtime is named in its spec (trainop.trainjob.hook.related_resources).
+    parent: Json = dataclass_field(default_factory=dict)
 
 
 def parse_customize(body: Any) -> CustomizeRequest:
@@ -37,7 +43,7 @@ def parse_customize(body: Any) -> CustomizeRequest:
     namespace = parent["metadata"].get("namespace")
     if not isinstance(namespace, str) or not namespace:
         raise BadRequest("parent.metadata.namespace must be a non-empty string")
-    return CustomizeRequest(parent["kind"], parent["metadata"]["name"], namespace)
+    return CustomizeRequest(parent["kind"], parent["metadata"]["name"], namespace, parent)
 
 
 def _parent(body: Json) -> Json:
@@ -48,8 +54,8 @@ def _parent(body: Json) -> Json:
         # The sync copies the job recursively.
         raise BadRequest(f"`parent` is nested deeper than {MAX_DEPTH} levels")
     kind = parent.get("kind")
-    if not isinstance(kind, str) or kind not in KINDS:  # `[] in KINDS` would raise TypeError
-        raise BadRequest(f"parent.kind {kind!r} is not one of {', '.join(KINDS)}")
+    if not isinstance(kind, str) or kind not in PARENT_KINDS:  # `[] in KINDS` would raise TypeError
+        raise BadRequest(f"parent.kind {kind!r} is not one of {', '.join(PARENT_KINDS)}")
     meta = parent.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise BadRequest("parent.metadata.name must be a non-empty string")
@@ -63,7 +69,7 @@ def parse(body: Any) -> HookRequest:
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object with `parent` and `children`")
     parent = _parent(body)
-    problem = _templates_problem(parent)
+    problem = None if parent["kind"] == TRAINJOB else _templates_problem(parent)
     if problem:
         raise BadRequest(problem)
     children = _object_map(body, "children")
@@ -71,9 +77,9 @@ def parse(body: Any) -> HookRequest:
     finalizing = body.get("finalizing", False)
     if not isinstance(finalizing, bool):
         raise BadRequest("`finalizing` must be true or false")
-    return HookRequest(
-        parent=_with_sane_status(parent), children=children, finalizing=finalizing, related=related
-    )
+    if parent["kind"] != TRAINJOB:
+        parent = _with_sane_status(parent)
+    return HookRequest(parent=parent, children=children, finalizing=finalizing, related=related)
 
 
 def _object_map(body: Json, which: str) -> dict[str, dict[str, Json]]:
