@@ -33,7 +33,10 @@ def sync_body(job: Json, related: Json | None = None, children: Json | None = No
 
 
 def with_runtime(rt: Json) -> Json:
-    return {f"{rt['kind']}.{c.API_VERSION}": {rt["metadata"]["name"]: rt}}
+    """`related` as a v2 request holds the runtime: by `<namespace>/<name>`, or `<name>` cluster-wide."""
+    meta = rt["metadata"]
+    key = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+    return {f"{rt['kind']}.{c.API_VERSION}": {key: rt}}
 
 
 def synced(client: FlaskClient, body: Json) -> Json:
@@ -113,8 +116,8 @@ def test_a_completed_jobset_completes_the_train_job_and_fills_jobs_status(client
         "replicatedJobsStatus": [{"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0}],
     }
     children = {
-        CONFIGMAP_CHILDREN: {snapshot["metadata"]["name"]: snapshot},
-        JOBSET_CHILDREN: {"mnist": jobset},
+        CONFIGMAP_CHILDREN: {"team-a/mnist-runtime-snapshot": snapshot},
+        JOBSET_CHILDREN: {"team-a/mnist": jobset},
     }
     answer = synced(client, sync_body(job, with_runtime(torch_runtime()), children))
     assert [(x["type"], x["status"], x["reason"]) for x in answer["status"]["conditions"]] == [
@@ -152,3 +155,14 @@ def test_a_train_job_body_with_a_related_map_of_the_wrong_shape_is_a_400(client:
     res = client.post("/sync", json=sync_body(job, {RUNTIMES: ["not", "a", "map"]}))
     assert res.status_code == 400
     assert "related" in res.get_json()["error"]
+
+
+def test_a_training_runtime_is_read_from_the_jobs_namespace_only(client: FlaskClient) -> None:
+    job = train_job(runtimeRef={"name": "mine", "apiGroup": c.GROUP, "kind": "TrainingRuntime"})
+    elsewhere = runtime(kind="TrainingRuntime", name="mine")
+    elsewhere["metadata"]["namespace"] = "team-b"
+    related = {f"TrainingRuntime.{c.API_VERSION}": {"team-b/mine": elsewhere}}
+    assert synced(client, sync_body(job, related))["children"] == []
+    own = runtime(kind="TrainingRuntime", name="mine")
+    answer = synced(client, sync_body(job, with_runtime(own)))
+    assert sorted(child["kind"] for child in answer["children"]) == ["ConfigMap", "JobSet"]

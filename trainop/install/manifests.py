@@ -23,6 +23,7 @@ from trainop.frameworks import KINDS
 from trainop.install import policies
 from trainop.job import gang
 from trainop.jsontypes import Json
+from trainop.trainjob import constants as trainer
 
 NAMESPACE = "trainop-system"
 HOOKS_NAME = "trainop-hooks"
@@ -111,6 +112,58 @@ def composite_controller(
             "childResources": child_resources(info, gang_scheduler),
             "hooks": {
                 hook: {"webhook": {"url": f"{hooks_url}/{hook}", "timeout": HOOK_TIMEOUT}} for hook in HOOKS
+            },
+        },
+    }
+
+
+TRAINJOB_CONTROLLER = "trainop-trainjob-controller"
+# A TrainJob's children: its runtime snapshot and its JobSet. The hook returns a running JobSet as it was
+# applied (JobSet refuses template changes then), so InPlace updates only a suspended or new one.
+TRAINJOB_CHILDREN: tuple[ChildType, ...] = (
+    ChildType("v1", "configmaps", "InPlace"),
+    ChildType(trainer.JOBSET_API_VERSION, "jobsets", "InPlace"),
+)
+
+
+# What Metacontroller needs besides its v1 rules to run the TrainJob controller: the parents and their
+# status, read access to the runtimes (related resources of the customize hook), and the JobSets.
+TRAINJOB_METACONTROLLER_RULES: tuple[Json, ...] = (
+    {
+        "apiGroups": [trainer.GROUP],
+        "resources": ["trainjobs", "trainjobs/status", "trainjobs/finalizers"],
+        "verbs": ["get", "list", "watch", "update", "patch"],
+    },
+    {
+        "apiGroups": [trainer.GROUP],
+        "resources": ["trainingruntimes", "clustertrainingruntimes"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": [trainer.JOBSET_API_VERSION.split("/")[0]],
+        "resources": ["jobsets"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+)
+
+
+def trainjob_composite_controller(
+    hooks_url: str = HOOKS_URL, resync_period_seconds: int = RESYNC_PERIOD_SECONDS
+) -> Json:
+    """The CompositeController of trainer.kubeflow.org/v1alpha1 TrainJobs (trainop.trainjob.hook)."""
+    return {
+        "apiVersion": "metacontroller.k8s.io/v1alpha1",
+        "kind": "CompositeController",
+        "metadata": {"name": TRAINJOB_CONTROLLER, "labels": dict(LABELS)},
+        "spec": {
+            "generateSelector": True,
+            "resyncPeriodSeconds": resync_period_seconds,
+            "parentResource": {"apiVersion": trainer.API_VERSION, "resource": "trainjobs"},
+            "childResources": [child.rule() for child in TRAINJOB_CHILDREN],
+            # v2: a v1 sync request leaves out the ClusterTrainingRuntime (trainop.trainjob.hook).
+            "hooks": {
+                hook: {"version": "v2", "webhook": {"url": f"{hooks_url}/{hook}", "timeout": HOOK_TIMEOUT}}
+                for hook in HOOKS
             },
         },
     }

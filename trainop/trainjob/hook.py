@@ -4,7 +4,9 @@ The runtime is not the job's child: the CompositeController's customize hook nam
 resource (a ClusterTrainingRuntime cluster-wide, a TrainingRuntime in the job's namespace), and
 Metacontroller sends it with every sync and syncs the job again when it changes. `runtimeRef` is
 immutable (the CRD says so), so Metacontroller's cached customize answer (per uid and generation) never
-goes stale.
+goes stale. The TrainJob controller's hooks are version v2: a v1 sync request drops every cluster-scoped
+related object of a namespaced parent, a ClusterTrainingRuntime among them. In a v2 request, children and
+related objects are keyed `<namespace>/<name>`, or `<name>` when cluster-scoped.
 """
 
 from __future__ import annotations
@@ -39,17 +41,20 @@ def related_resources(job: Json) -> Json:
 def observed(
     job: Json, children: dict[str, dict[str, Json]], related: dict[str, dict[str, Json]]
 ) -> Observed:
-    """The sync's inputs from Metacontroller's request: children and related are keyed
-    `<Kind>.<apiVersion>` -> name, as Metacontroller sends them."""
-    name = job["metadata"]["name"]
+    """The sync's inputs from Metacontroller's v2 request: children and related are keyed
+    `<Kind>.<apiVersion>` -> `<namespace>/<name>` (`<name>` when cluster-scoped)."""
+    meta = job["metadata"]
+    here = f"{meta.get('namespace')}/{meta['name']}"
     ref = mapping(mapping(job.get("spec")).get("runtimeRef"))
     runtimes = related.get(f"{ref.get('kind')}.{c.API_VERSION}") or {}
-    runtime = runtimes.get(str(ref.get("name")))
+    key = str(ref.get("name"))
+    if ref.get("kind") == "TrainingRuntime":
+        key = f"{meta.get('namespace')}/{key}"
     return Observed(
         job=job,
-        runtime=runtime if ref.get("apiGroup") == c.GROUP else None,
-        jobset=(children.get(JOBSET_CHILDREN) or {}).get(name),
-        snapshot=(children.get(CONFIGMAP_CHILDREN) or {}).get(name + SNAPSHOT_SUFFIX),
+        runtime=runtimes.get(key) if ref.get("apiGroup") == c.GROUP else None,
+        jobset=(children.get(JOBSET_CHILDREN) or {}).get(here),
+        snapshot=(children.get(CONFIGMAP_CHILDREN) or {}).get(here + SNAPSHOT_SUFFIX),
     )
 
 
