@@ -21,6 +21,7 @@ from controlplane import built_by
 from trainer_controller import BUILD_SCRIPT, trainer_dir
 from trainop_stack import TrainopStack
 
+from trainop.install.crds import without_descriptions
 from trainop.install.trainer_crds import trainer_crds
 
 pytestmark = pytest.mark.e2e
@@ -33,14 +34,6 @@ LISTED = {
         "status write refused, where Trainer's controller writes no status at all"
     ),
 }
-
-
-def without_descriptions(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: without_descriptions(v) for k, v in node.items() if k != "description"}
-    if isinstance(node, list):
-        return [without_descriptions(v) for v in node]
-    return node
 
 
 def differences(theirs: Any, ours: Any, path: str = "") -> list[str]:

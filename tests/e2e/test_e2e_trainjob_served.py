@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from jobset_controller import jobset_dir, running_jobset
+from kwok_trainjobs import kwok_job, kwok_runtime
 from trainop_stack import IMAGE, Namespace, TrainopStack, kwok_annotations
 
-from tests.trainjob.builders import container, runtime, train_job, trainer_step
 from trainop.install.manifests import (
     TRAINJOB_CONTROLLER,
     TRAINJOB_METACONTROLLER_RULES,
@@ -94,23 +94,6 @@ def synced(log: Path, offset: int) -> bool:
         fh.seek(offset)
         text = fh.read().decode(errors="replace")
     return any('"Caches are synced","controller":"TrainJob"' in line for line in text.splitlines())
-
-
-def kwok_runtime(annotations: dict[str, str], name: str = "kwok") -> Json:
-    step = trainer_step(container("node", IMAGE))
-    step["template"]["spec"]["backoffLimit"] = 0
-    step["template"]["spec"]["template"]["metadata"] = {"annotations": annotations}
-    rt = runtime(step, policy={"numNodes": 1, "torch": {}}, kind="TrainingRuntime", name=name)
-    rt["metadata"].pop("namespace")
-    return rt
-
-
-def kwok_job(name: str = "train", **spec: Any) -> Json:
-    job = train_job(name, "kwok", trainer={"numNodes": 2}, **spec)
-    job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
-    for key in ("namespace", "uid"):
-        job["metadata"].pop(key)
-    return job
 
 
 def conditions(ns: Namespace, name: str = "train") -> dict[str, str]:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from jobset_controller import running_jobset
+from kwok_trainjobs import kwok_job, kwok_runtime
 from trainer_controller import running_trainer
-from trainop_stack import IMAGE, Namespace, TrainopStack, kwok_annotations
+from trainop_stack import Namespace, TrainopStack, kwok_annotations
 
-from tests.trainjob.builders import container, runtime, train_job, trainer_step
 from trainop.trainjob.sync import Observed, sync
 
 pytestmark = pytest.mark.e2e
@@ -31,27 +31,14 @@ def controllers(stack: TrainopStack) -> Iterator[None]:
         yield
 
 
-def kwok_runtime(name: str, annotations: dict[str, str]) -> Json:
-    step = trainer_step(container("node", IMAGE))
-    step["template"]["spec"]["backoffLimit"] = 0
-    step["template"]["spec"]["template"]["metadata"] = {"annotations": annotations}
-    rt = runtime(step, policy={"numNodes": 1, "torch": {}}, kind="TrainingRuntime", name=name)
-    rt["metadata"].pop("namespace")
-    return rt
-
-
 def condition_types(job: Json) -> dict[str, str]:
     return {c["type"]: c["status"] for c in (job.get("status") or {}).get("conditions") or []}
 
 
 def run(ns: Namespace, annotations: dict[str, str], settled: str, **spec: Any) -> tuple[Json, Json]:
     """Trainer's settled TrainJob, and ours computed from the same observed objects."""
-    ns.apply(kwok_runtime("kwok", annotations))
-    job = train_job("train", "kwok", trainer={"numNodes": 2}, **spec)
-    job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
-    for key in ("namespace", "uid"):
-        job["metadata"].pop(key)
-    ns.create(job)
+    ns.apply(kwok_runtime(annotations))
+    ns.create(kwok_job(**spec))
     ns.wait_until(
         f"the TrainJob {settled}",
         lambda: condition_types(ns.get("trainjob/train")).get(settled) == "True",

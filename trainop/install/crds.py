@@ -54,10 +54,15 @@ ORDERED_LISTS = frozenset({"anyOf", "enum", "x-kubernetes-list-map-keys", "x-kub
 
 
 @functools.cache
-def _pod_template_data() -> Json:
-    text = resources.files("trainop.install").joinpath("schemas/pod_template_spec.json").read_text()
+def schema_file(name: str) -> Json:
+    """One of the checked-in schema files of trainop/install/schemas/ (`source` and `schema`), parsed once."""
+    text = resources.files("trainop.install").joinpath(f"schemas/{name}").read_text()
     data: Json = json.loads(text)
     return data
+
+
+def _pod_template_data() -> Json:
+    return schema_file("pod_template_spec.json")
 
 
 def pod_template_schema() -> Json:
@@ -171,7 +176,7 @@ def _name_replica_types(info: KindInfo, replica_map: Json) -> None:
     value = replica_map.pop("additionalProperties")
     replica_map["properties"] = {
         rtype: {
-            **(copy.deepcopy(value) if rtype == info.worker_type else _without_descriptions(value)),
+            **(copy.deepcopy(value) if rtype == info.worker_type else without_descriptions(value)),
             "description": f"The {rtype} replicas: their count, pod template and restart policy.",
         }
         for rtype in info.replica_types
@@ -179,11 +184,11 @@ def _name_replica_types(info: KindInfo, replica_map: Json) -> None:
     replica_map["x-kubernetes-preserve-unknown-fields"] = True
 
 
-def _without_descriptions(node: Any) -> Any:
+def without_descriptions(node: Any) -> Any:
     if isinstance(node, dict):
-        return {k: _without_descriptions(v) for k, v in node.items() if k != "description"}
+        return {k: without_descriptions(v) for k, v in node.items() if k != "description"}
     if isinstance(node, list):
-        return [_without_descriptions(v) for v in node]
+        return [without_descriptions(v) for v in node]
     return node
 
 

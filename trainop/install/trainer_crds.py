@@ -12,13 +12,11 @@ controller-gen renders them. The result accepts and refuses what Trainer v2.3.0'
 from __future__ import annotations
 
 import copy
-import functools
-import json
-from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel
 
+from trainop.install.crds import schema_file
 from trainop.install.manifests import LABELS
 from trainop.jsontypes import Json
 from trainop.trainjob import constants as c
@@ -50,11 +48,8 @@ NAME_RULES: tuple[Json, ...] = (
 )  # fmt: skip
 
 
-@functools.cache
 def _jobset_data() -> Json:
-    text = resources.files("trainop.install").joinpath("schemas/jobset_spec.json").read_text()
-    data: Json = json.loads(text)
-    return data
+    return schema_file("jobset_spec.json")
 
 
 def jobset_spec_schema() -> Json:
