@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "examples": ("trainop.examples.cli", "list the examples shipped with trainop, or print one's YAML"),
     "ui": ("trainop.ui.cli", "serve the web UI over local runs (RUNS_DIR) or a cluster (--cluster)"),
     "crds": ("trainop.install.crds", "print or regenerate the CustomResourceDefinitions"),
+    "migrate": ("trainop.trainjob.cli", "print a manifest's v1 jobs as Trainer v2 TrainJobs and runtimes"),
 }
 
 

@@ -19,12 +19,14 @@ from jobset_controller import jobset_dir, running_jobset
 from kwok_trainjobs import kwok_job, kwok_runtime
 from trainop_stack import IMAGE, Namespace, TrainopStack, kwok_annotations
 
+from trainop.examples import example, examples
 from trainop.install.manifests import (
     TRAINJOB_CONTROLLER,
     TRAINJOB_METACONTROLLER_RULES,
     trainjob_composite_controller,
 )
 from trainop.install.trainer_crds import trainer_crds
+from trainop.trainjob.migrate import POLICY_OF, migrate
 
 pytestmark = pytest.mark.e2e
 
@@ -193,3 +195,10 @@ def test_kubeflows_sdk_lists_the_runtime_trains_and_waits_for_completion(
         client.delete_job(job)
     finally:
         stack.cp.kubectl("delete", "clustertrainingruntime", name, "--ignore-not-found", check=False)
+
+
+@pytest.mark.parametrize("name", [e.name for e in examples() if e.kind in POLICY_OF])
+def test_a_migrated_example_is_taken_by_the_apiserver_as_it_is(namespace: Namespace, name: str) -> None:
+    for obj in migrate(example(name).job).objects:
+        obj["metadata"]["namespace"] = namespace.name
+        namespace.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj))

@@ -101,6 +101,14 @@ class Framework:
         """
         return []
 
+    # Variables a TrainJob's training process sees without the operator giving them: those its launcher
+    # sets from the injected ones (`trainop migrate` does not count them as lost).
+    trainjob_launcher_env: frozenset[str] = frozenset()
+
+    def trainjob_command(self, command: list[str]) -> tuple[list[str], str | None]:
+        """A v1 replica's command as a TrainJob's node runs it, and why it changed (None: unchanged)."""
+        return command, None
+
     def env_container_indexes(self, ctx: JobContext, rtype: str, containers: Sequence[Json]) -> list[int]:
         """Which containers get the framework environment: by default every one."""
         return list(range(len(containers)))

@@ -29,6 +29,8 @@ from trainop.job.context import JobContext
 from trainop.job.observed import ObservedPod
 from trainop.jsontypes import Json
 
+PYTHON = re.compile(r"(.*/)?python(3(\.\d+)?)?")
+
 PYTORCHJOB = KindInfo(
     kind="PyTorchJob",
     plural="pytorchjobs",
@@ -106,6 +108,28 @@ class PyTorch(Framework):
             env("PET_MASTER_ADDR", nodes.first_node),
             env("PET_MASTER_PORT", TRAINJOB_PORT),
         ]
+
+    # torchrun sets these for each process it starts, from the PET_* variables.
+    trainjob_launcher_env = frozenset(
+        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE",
+         "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+         "TORCHELASTIC_RUN_ID"}
+    )  # fmt: skip
+
+    def trainjob_command(self, command: list[str]) -> tuple[list[str], str | None]:
+        # Trainer gives torchrun's PET_* variables only; a script started by python reads the v1
+        # contract (RANK, WORLD_SIZE, MASTER_ADDR), which torchrun sets from them.
+        if (
+            len(command) >= 2
+            and PYTHON.fullmatch(command[0])
+            and (command[1] == "-m" or not command[1].startswith("-"))
+        ):
+            why = (
+                f"{command[0]} -> torchrun, which sets RANK, WORLD_SIZE and MASTER_ADDR from Trainer's "
+                "PET_* variables"
+            )
+            return ["torchrun", *command[1:]], why
+        return command, None
 
     def default_spec(self, spec: Json) -> Json:
         spec = default_elastic_bounds(spec, replicas_of(spec, self.info.replica_field, "Worker"))
