@@ -105,9 +105,18 @@ class Framework:
     # sets from the injected ones (`trainop migrate` does not count them as lost).
     trainjob_launcher_env: frozenset[str] = frozenset()
 
+    # The replica types whose pods become a TrainJob's nodes, in node order (`trainop migrate`); none:
+    # the kind has no Trainer v2 ML policy.
+    trainjob_node_types: tuple[str, ...] = ()
+
     def trainjob_command(self, command: list[str]) -> tuple[list[str], str | None]:
         """A v1 replica's command as a TrainJob's node runs it, and why it changed (None: unchanged)."""
         return command, None
+
+    def trainjob_trainer(self, spec: Json, command_changed: bool) -> tuple[Json, list[str]]:
+        """The TrainJob `trainer` fields (besides numNodes) a v1 spec's own fields become, and the spec
+        fields a TrainJob cannot carry, each with why."""
+        return {}, []
 
     def env_container_indexes(self, ctx: JobContext, rtype: str, containers: Sequence[Json]) -> list[int]:
         """Which containers get the framework environment: by default every one."""

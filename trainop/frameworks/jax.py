@@ -37,6 +37,7 @@ class JAXJobSpec(Model):
 
 class Jax(Framework):
     info = JAXJOB
+    trainjob_node_types = ("Worker",)
     spec_model = JAXJobSpec
     qualified_messages = True
     deleted_job_reason = "SuccessfulDeletePod"

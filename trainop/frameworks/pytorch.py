@@ -116,6 +116,21 @@ class PyTorch(Framework):
          "TORCHELASTIC_RUN_ID"}
     )  # fmt: skip
 
+    trainjob_node_types = ("Master", "Worker")
+
+    def trainjob_trainer(self, spec: Json, command_changed: bool) -> tuple[Json, list[str]]:
+        nproc = spec.get("nprocPerNode")
+        trainer: Json = {}
+        if isinstance(nproc, int) and not isinstance(nproc, bool):
+            trainer["numProcPerNode"] = nproc
+        elif command_changed:
+            # The v1 pods ran one process each; torchrun starts as many as numProcPerNode says.
+            trainer["numProcPerNode"] = 1
+        lost = []
+        if spec.get("elasticPolicy") is not None:
+            lost.append("spec.elasticPolicy: a TrainJob's node count is fixed; it has no elastic policy")
+        return trainer, lost
+
     def trainjob_command(self, command: list[str]) -> tuple[list[str], str | None]:
         # Trainer gives torchrun's PET_* variables only; a script started by python reads the v1
         # contract (RANK, WORLD_SIZE, MASTER_ADDR), which torchrun sets from them.

@@ -38,6 +38,7 @@ class XGBoostJobSpec(Model):
 
 class XGBoost(Framework):
     info = XGBOOSTJOB
+    trainjob_node_types = ("Master", "Worker")
     spec_model = XGBoostJobSpec
     # Kubeflow fails an XGBoostJob on any failed pod unless restartPolicy is ExitCode.
     recreate_policies = ("ExitCode",)

@@ -25,8 +25,6 @@ from trainop.trainjob.build import desired_jobset
 from trainop.trainjob.shapes import mapping
 
 POLICY_OF = {fw.info.kind: policy for policy, fw in ML_POLICIES.items()}
-# The replica types whose pods are a TrainJob's nodes, in node order (the first is node 0, torch's master).
-NODE_TYPES = {"PyTorchJob": ("Master", "Worker"), "XGBoostJob": ("Master", "Worker"), "JAXJob": ("Worker",)}
 # runPolicy fields a TrainJob has no place for, and why.
 NOT_CARRIED_RUN_POLICY = {
     "cleanPodPolicy": "a TrainJob keeps its pods as its JobSet's Jobs keep them",
@@ -69,22 +67,13 @@ def migrate(job: Json) -> Migration:
         # Only a job the apiserver would take is migrated: what follows reads it as admission left it.
         raise MigrationError(f"the {kind} is not valid: {admission.checks.message}")
     full = admission.job
+    # Admission made sure of a name and of at least one replica type, each one of the kind's.
     meta = mapping(full.get("metadata"))
-    name = str(meta.get("name") or "")
-    if not name:
-        raise MigrationError(
-            "metadata.name: Required value: the TrainJob and its runtime are named after the job"
-        )
+    name = str(meta["name"])
     spec = mapping(full.get("spec"))
     replicas = mapping(spec.get(fw.info.replica_field))
     root = f"spec.{fw.info.replica_field}"
-    types = [rtype for rtype in NODE_TYPES[kind] if rtype in replicas]
-    extra = sorted(set(replicas) - set(types))
-    if not types or extra:
-        found = ", ".join(sorted(replicas)) or "none"
-        raise MigrationError(
-            f"{root}: {kind} migrates with {' and '.join(NODE_TYPES[kind])} replicas only (found {found})"
-        )
+    types = [rtype for rtype in fw.trainjob_node_types if rtype in replicas]
     not_carried: list[str] = []
     changed: list[str] = []
     first = mapping(replicas[types[0]])
@@ -130,8 +119,9 @@ def migrate(job: Json) -> Migration:
         train_spec["activeDeadlineSeconds"] = run_policy["activeDeadlineSeconds"]
     if run_policy.get("managedBy") == MULTIKUEUE:
         train_spec["managedBy"] = MULTIKUEUE
-    if kind == "PyTorchJob":
-        _torch_spec(spec, train_spec, command_note, not_carried)
+    trainer, lost = fw.trainjob_trainer(spec, command_note is not None)
+    train_spec["trainer"].update(trainer)
+    not_carried += lost
     train_meta = {
         k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations") if meta.get(k)
     }
@@ -154,17 +144,6 @@ def _node_container(fw: Framework, pod: Json, where: str, changed: list[str]) ->
         return None
     found["command"], why = fw.trainjob_command(list(command))
     return f"{where}[{fw.info.default_container}].command: {why}" if why else None
-
-
-def _torch_spec(spec: Json, train_spec: Json, command_note: str | None, not_carried: list[str]) -> None:
-    nproc = spec.get("nprocPerNode")
-    if isinstance(nproc, int) and not isinstance(nproc, bool):
-        train_spec["trainer"]["numProcPerNode"] = nproc
-    elif command_note:
-        # The v1 pods ran one process each; torchrun starts as many as numProcPerNode says.
-        train_spec["trainer"]["numProcPerNode"] = 1
-    if spec.get("elasticPolicy") is not None:
-        not_carried.append("spec.elasticPolicy: a TrainJob's node count is fixed; it has no elastic policy")
 
 
 def _runtime(name: str, namespace: object, policy: str, nodes: int, job_spec: Json) -> Json:
