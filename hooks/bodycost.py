@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hooks.request import TRAINJOB
 from trainop.admission import validation
 from trainop.admission.admit import defaulted
 from trainop.frameworks import FRAMEWORKS
-from trainop.jsoncost import COST_FLOOR, TooCostly, leading_member, parse_cost
+from trainop.jsoncost import COST_FLOOR, MAX_COST_PER_BYTE, TooCostly, leading_member, parse_cost
 
 MIB = 1024 * 1024
 # The job must end within the body's first bytes: the apiserver stores objects of at most 1.5 MiB (etcd's
@@ -102,6 +103,13 @@ def too_many_children(parent: Any, observed: int, allowance: Allowance) -> str |
     )
 
 
+# A TrainJob observes its JobSet and its runtime snapshot, and is sent its runtime: three objects of at most
+# what the apiserver stores (1.5 MiB), each observed with managedFields and Metacontroller's last-applied
+# annotation (about twice its size), at the densest cost per byte.
+TRAINJOB_OBJECT_MAX = 3 * MIB
+TRAINJOB_ALLOWANCE_OBJECTS = 3
+
+
 def children_allowance(parent: Any) -> Allowance:
     """How many children the job `parent` implies and what they may cost as Metacontroller observes them.
 
@@ -109,6 +117,9 @@ def children_allowance(parent: Any) -> Allowance:
     (after a scale-down the old pods are observed until they are gone), at most MAX_REPLICAS. A job the
     hook cannot read implies no children (the sync refuses or fails it, and answers with none)."""
     kind = parent.get("kind") if isinstance(parent, dict) else None
+    if kind == TRAINJOB:
+        objects = TRAINJOB_ALLOWANCE_OBJECTS
+        return Allowance(objects, objects * TRAINJOB_OBJECT_MAX * MAX_COST_PER_BYTE)
     fw = FRAMEWORKS.get(kind) if isinstance(kind, str) else None
     if fw is None:
         return Allowance(0, 0)

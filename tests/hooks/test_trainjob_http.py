@@ -3,6 +3,7 @@ the customize hook names its runtime, the sync answers its runtime snapshot and 
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -11,7 +12,9 @@ import pytest
 from flask.testing import FlaskClient
 
 from hooks.app import create_app
-from tests.trainjob.builders import runtime, torch_runtime, train_job
+from hooks.bodycost import body_cost
+from tests.trainjob.builders import container, runtime, torch_runtime, train_job, trainer_step
+from trainop.jsoncost import COST_FLOOR
 from trainop.jsontypes import Json
 from trainop.trainjob import constants as c
 from trainop.trainjob.hook import CONFIGMAP_CHILDREN, JOBSET_CHILDREN
@@ -166,3 +169,30 @@ def test_a_training_runtime_is_read_from_the_jobs_namespace_only(client: FlaskCl
     own = runtime(kind="TrainingRuntime", name="mine")
     answer = synced(client, sync_body(job, with_runtime(own)))
     assert sorted(child["kind"] for child in answer["children"]) == ["ConfigMap", "JobSet"]
+
+
+def test_the_largest_trainjob_the_apiserver_stores_syncs(client: FlaskClient) -> None:
+    # A runtime near etcd's 1.5 MiB: its node container's env is most of it.
+    big = runtime(trainer_step(container("node", "pytorch/pytorch", env=[
+        {"name": f"V{i:05d}", "value": "x" * 120} for i in range(10_000)
+    ])))  # fmt: skip
+    job = train_job(
+        runtimeRef={"name": "torch-distributed", "apiGroup": c.GROUP, "kind": "ClusterTrainingRuntime"}
+    )
+    first = synced(client, sync_body(job, with_runtime(big)))
+    snapshot, jobset = sorted(first["children"], key=lambda child: str(child["kind"]))
+    for child in (snapshot, jobset):
+        # As the apiserver returns them: owned, with Metacontroller's last-applied copy of the whole object.
+        child["metadata"]["ownerReferences"] = [{"controller": True, "uid": job["metadata"]["uid"]}]
+        child["metadata"]["annotations"] = {
+            "metacontroller.k8s.io/last-applied-configuration": json.dumps(child)
+        }
+    children = {
+        CONFIGMAP_CHILDREN: {"team-a/mnist-runtime-snapshot": snapshot},
+        JOBSET_CHILDREN: {"team-a/mnist": jobset},
+    }
+    body = json.dumps(sync_body(job, with_runtime(big), children)).encode()
+    assert body_cost(body, 1 << 40) > COST_FLOOR  # past the size any job may send before its allowance counts
+    res = client.post("/sync", data=body, content_type="application/json")
+    assert res.status_code == 200, res.get_data(as_text=True)[:300]
+    assert sorted(child["kind"] for child in res.get_json()["children"]) == ["ConfigMap", "JobSet"]
