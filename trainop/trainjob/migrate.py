@@ -86,7 +86,9 @@ def migrate(job: Json) -> Migration:
             )
     nodes = sum(int(mapping(replicas[rtype]).get("replicas") or 0) for rtype in types)
     pod = mapping(template.setdefault("spec", {}))
-    command_note = _node_container(fw, pod, f"{root}[{types[0]}].template.spec.containers", changed)
+    where = f"{root}[{types[0]}].template.spec.containers[{fw.info.default_container}]"
+    command_note = _node_container(fw, pod, where)
+    changed.append(f"{where}: named {c.NODE!r}, the container Trainer gives its env")
     if command_note:
         changed.append(command_note)
     restart = first.get("restartPolicy")
@@ -130,20 +132,17 @@ def migrate(job: Json) -> Migration:
     return Migration(runtime, train_job, not_carried, changed)
 
 
-def _node_container(fw: Framework, pod: Json, where: str, changed: list[str]) -> str | None:
-    """Rename the framework's container `node` (Trainer injects its env there); its command as the
-    TrainJob runs it. Returns why the command changed, if it did."""
+def _node_container(fw: Framework, pod: Json, where: str) -> str | None:
+    """Rename the framework's container `node` (Trainer injects its env there) and give it the command
+    the TrainJob runs; why the command changed, if it did."""
     # Validation made sure the framework's container is there, by that name.
     found = next(ctr for ctr in pod["containers"] if ctr.get("name") == fw.info.default_container)
     found["name"] = c.NODE
-    changed.append(
-        f"{where}[{fw.info.default_container}]: named {c.NODE!r}, the container Trainer gives its env"
-    )
     command = found.get("command")
     if not isinstance(command, list):
         return None
     found["command"], why = fw.trainjob_command(list(command))
-    return f"{where}[{fw.info.default_container}].command: {why}" if why else None
+    return f"{where}.command: {why}" if why else None
 
 
 def _runtime(name: str, namespace: object, policy: str, nodes: int, job_spec: Json) -> Json:
